@@ -1,0 +1,211 @@
+package cuptiwire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// collect is a Handler that keeps copies of what it is handed.
+type collect struct {
+	hello   Hello
+	host    string
+	strings map[uint32]string
+	recs    []Record
+	stats   []Stats
+}
+
+func (c *collect) Hello(h Hello) error {
+	c.hello, c.host = h, string(h.Host)
+	return nil
+}
+
+func (c *collect) String(id uint32, s []byte) error {
+	if c.strings == nil {
+		c.strings = map[uint32]string{}
+	}
+	c.strings[id] = string(s)
+	return nil
+}
+
+func (c *collect) Records(recs []Record) error {
+	c.recs = append(c.recs, recs...)
+	return nil
+}
+
+func (c *collect) Stats(s Stats) error {
+	c.stats = append(c.stats, s)
+	return nil
+}
+
+func kernel(name uint32, start, dur uint64) Record {
+	return Record{Kind: RecordKindKernel, Device: 1, Stream: 7, Start: start, End: start + dur, Name: name, Correlation: 42, GraphID: 3}
+}
+
+func validStream() []byte {
+	b := AppendHello(nil, 4242, 1_700_000_000_000_000_000, "gpu-node-1")
+	b = AppendString(b, 1, "void flash::flash_fwd_kernel<128>(Flash_fwd_params)")
+	b = AppendRecords(b, []Record{
+		kernel(1, 1000, 500),
+		{Kind: RecordKindMemcpy, Sub: 1, Device: 1, Start: 2000, End: 2100, Bytes: 4096},
+		{Kind: RecordKindSync, Sub: 3, Device: DeviceUnknown, Start: 2200, End: 2300},
+	})
+	return AppendStats(b, Stats{DroppedRecords: 3, CUPTIDropped: 1, NamesOverflow: 0})
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	var c collect
+	d := NewDecoder(bytes.NewReader(validStream()), &c)
+	require.NoError(t, d.Run())
+	assert.Equal(t, uint64(4), d.Frames())
+	assert.Equal(t, uint32(4242), c.hello.PID)
+	assert.Equal(t, "gpu-node-1", c.host)
+	assert.Equal(t, "void flash::flash_fwd_kernel<128>(Flash_fwd_params)", c.strings[1])
+	require.Len(t, c.recs, 3)
+	assert.Equal(t, kernel(1, 1000, 500), c.recs[0])
+	assert.Equal(t, uint64(4096), c.recs[1].Bytes)
+	assert.Equal(t, []Stats{{DroppedRecords: 3, CUPTIDropped: 1}}, c.stats)
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	hello := AppendHello(nil, 1, 0, "h")
+	withName := AppendString(append([]byte(nil), hello...), 1, "k")
+	rec := func(r Record) []byte { return AppendRecords(append([]byte(nil), withName...), []Record{r}) }
+	badMagic := append([]byte(nil), hello...)
+	badMagic[0] = 'X'
+	badVersion := append([]byte(nil), hello...)
+	badVersion[4] = 9
+	hugeLen := append([]byte(nil), hello...)
+	binary.LittleEndian.PutUint32(hugeLen[8:], MaxPayload+1)
+	unknownFrame := append([]byte(nil), hello...)
+	unknownFrame = append(unknownFrame, AppendHeader(nil, FrameType(77), 0)...)
+	oddRecords := append(AppendHeader(append([]byte(nil), withName...), FrameTypeRecords, 47), make([]byte, 47)...)
+
+	tests := []struct {
+		name  string
+		input []byte
+		want  error
+	}{
+		{"truncated header", hello[:7], io.ErrUnexpectedEOF},
+		{"truncated payload", hello[:len(hello)-1], io.ErrUnexpectedEOF},
+		{"bad magic", badMagic, ErrBadMagic},
+		{"bad version", badVersion, ErrBadVersion},
+		{"absurd length", hugeLen, ErrFrameTooLarge},
+		{"unknown frame type", unknownFrame, ErrUnknownFrame},
+		{"records before hello", AppendRecords(nil, []Record{kernel(1, 0, 1)}), ErrHelloMissing},
+		{"second hello", AppendHello(append([]byte(nil), hello...), 2, 0, ""), ErrBadPayload},
+		{"unknown record kind", rec(Record{Kind: 9}), ErrUnknownRecord},
+		{"zero record kind", rec(Record{}), ErrUnknownRecord},
+		{"undefined name", rec(kernel(2, 0, 1)), ErrUndefinedName},
+		{"name id zero", rec(kernel(0, 0, 1)), ErrUndefinedName},
+		{"end before start", rec(Record{Kind: RecordKindMemcpy, Start: 10, End: 5}), ErrBadTimestamps},
+		{"records not a multiple of 48", oddRecords, ErrBadPayload},
+		{"string id zero", AppendString(append([]byte(nil), hello...), 0, "x"), ErrStringIDBounds},
+		{"string id too large", AppendString(append([]byte(nil), hello...), MaxStringID, "x"), ErrStringIDBounds},
+		{"stats wrong size", append(AppendHeader(append([]byte(nil), hello...), FrameTypeStats, 8), make([]byte, 8)...), ErrBadPayload},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := NewDecoder(bytes.NewReader(tt.input), &collect{}).Run()
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+}
+
+func TestCleanEOFBetweenFrames(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, NewDecoder(bytes.NewReader(nil), &collect{}).Run())
+}
+
+func TestResetForgetsNames(t *testing.T) {
+	t.Parallel()
+	var c collect
+	d := NewDecoder(bytes.NewReader(validStream()), &c)
+	require.NoError(t, d.Run())
+	// A new connection must define its names again.
+	next := AppendRecords(AppendHello(nil, 1, 0, ""), []Record{kernel(1, 0, 1)})
+	d.Reset(bytes.NewReader(next))
+	require.ErrorIs(t, d.Run(), ErrUndefinedName)
+}
+
+func TestDecodeAllocatesNothingPerFrame(t *testing.T) {
+	recs := make([]Record, 1000)
+	for i := range recs {
+		recs[i] = kernel(1, uint64(i)*10, 5)
+	}
+	body := AppendRecords(nil, recs)
+	stream := AppendString(AppendHello(nil, 1, 0, ""), 1, "k")
+	r := bytes.NewReader(nil)
+	d := NewDecoder(r, nopHandler{})
+	var frames []byte
+	for range 10 {
+		frames = append(frames, body...)
+	}
+	all := append(stream, frames...)
+	r.Reset(all)
+	require.NoError(t, d.Run()) // warm the buffers
+	allocs := testing.AllocsPerRun(20, func() {
+		r.Reset(frames)
+		if err := d.Run(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+type nopHandler struct{}
+
+func (nopHandler) Hello(Hello) error           { return nil }
+func (nopHandler) String(uint32, []byte) error { return nil }
+func (nopHandler) Records([]Record) error      { return nil }
+func (nopHandler) Stats(Stats) error           { return nil }
+
+// FuzzDecoder feeds arbitrary bytes to the decoder: it must return an error
+// or nil, never panic, and never hand a kernel with an undefined name on.
+func FuzzDecoder(f *testing.F) {
+	f.Add(validStream())
+	f.Add(AppendHello(nil, 1, 0, ""))
+	f.Add(AppendRecords(AppendString(AppendHello(nil, 1, 0, "h"), 3, "k"), []Record{kernel(3, 1, 2), kernel(4, 1, 2)}))
+	f.Add([]byte("IPCU\x01\x03\x00\x00\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := &checking{defined: map[uint32]bool{}}
+		_ = NewDecoder(bytes.NewReader(b), c).Run()
+		if c.bad != "" {
+			t.Fatal(c.bad)
+		}
+	})
+}
+
+type checking struct {
+	defined map[uint32]bool
+	bad     string
+}
+
+func (c *checking) Hello(Hello) error { return nil }
+func (c *checking) String(id uint32, s []byte) error {
+	if len(s) > MaxStringLen {
+		c.bad = "string over limit"
+	}
+	c.defined[id] = true
+	return nil
+}
+
+func (c *checking) Records(recs []Record) error {
+	for _, r := range recs {
+		if r.Kind == RecordKindKernel && !c.defined[r.Name] {
+			c.bad = "kernel with undefined name passed on"
+		}
+		if r.End < r.Start {
+			c.bad = "negative duration passed on"
+		}
+	}
+	return nil
+}
+func (c *checking) Stats(Stats) error { return nil }

@@ -1,0 +1,261 @@
+// Package cuptiwire encodes and decodes the binary stream that the inferprof
+// CUPTI injection library (native/cupti) writes to the cupti receiver. The
+// format is specified in docs/cupti-wire.md; native/cupti/ipc_wire.h is its C
+// twin and the two are tested against each other.
+package cuptiwire // import "github.com/inferprof/inferprof/internal/cuptiwire"
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Magic starts every frame: the bytes "IPCU" read as a little-endian uint32.
+const Magic uint32 = 0x55435049
+
+// Version is the only wire version this package speaks.
+const Version uint8 = 1
+
+// Sizes and limits. A frame longer than MaxPayload is bad input, so a
+// corrupt length can never make the reader allocate without bound.
+const (
+	HeaderSize    = 12
+	RecordSize    = 48
+	MaxPayload    = 1 << 20
+	MaxStringLen  = 4096
+	MaxStringID   = 1 << 16 // string ids are 1..MaxStringID-1
+	MaxHostLen    = 255
+	helloFixedLen = 4 + 4 + 8 + 2
+	statsLen      = 3 * 8
+)
+
+// FrameType says what a frame's payload holds.
+type FrameType uint8
+
+// Frame types.
+const (
+	FrameTypeHello   FrameType = 1 // first frame of a connection: who is talking
+	FrameTypeString  FrameType = 2 // defines one interned string (a kernel name)
+	FrameTypeRecords FrameType = 3 // a packed array of 48-byte records
+	FrameTypeStats   FrameType = 4 // the library's cumulative drop counters
+)
+
+// RecordKind says what activity a record describes.
+type RecordKind uint8
+
+// Record kinds.
+const (
+	RecordKindKernel RecordKind = 1
+	RecordKindMemcpy RecordKind = 2
+	RecordKindMemset RecordKind = 3
+	RecordKindSync   RecordKind = 4
+	RecordKindGraph  RecordKind = 5
+)
+
+// DeviceUnknown is the device of a record whose device the library could not
+// tell (a synchronization on a context it has not yet seen a kernel on).
+const DeviceUnknown uint16 = 0xFFFF
+
+// Errors the decoder returns. Each one means the stream can no longer be
+// trusted, so the receiver drops the connection.
+var (
+	ErrBadMagic       = errors.New("bad magic")
+	ErrBadVersion     = errors.New("unsupported version")
+	ErrFrameTooLarge  = errors.New("frame length over limit")
+	ErrUnknownFrame   = errors.New("unknown frame type")
+	ErrBadPayload     = errors.New("malformed payload")
+	ErrUnknownRecord  = errors.New("unknown record kind")
+	ErrUndefinedName  = errors.New("kernel name id never defined")
+	ErrHelloMissing   = errors.New("first frame is not hello")
+	ErrBadTimestamps  = errors.New("record ends before it starts")
+	ErrStringIDBounds = errors.New("string id out of range")
+)
+
+// Header is a decoded frame header.
+type Header struct {
+	Version uint8
+	Type    FrameType
+	Flags   uint16
+	Length  uint32
+}
+
+// ParseHeader decodes and checks a 12-byte frame header.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, fmt.Errorf("frame header: %w", ErrBadPayload)
+	}
+	if m := binary.LittleEndian.Uint32(b); m != Magic {
+		return Header{}, fmt.Errorf("frame header magic %#08x: %w", m, ErrBadMagic)
+	}
+	h := Header{
+		Version: b[4],
+		Type:    FrameType(b[5]),
+		Flags:   binary.LittleEndian.Uint16(b[6:]),
+		Length:  binary.LittleEndian.Uint32(b[8:]),
+	}
+	if h.Version != Version {
+		return h, fmt.Errorf("frame header version %d: %w", h.Version, ErrBadVersion)
+	}
+	if h.Length > MaxPayload {
+		return h, fmt.Errorf("frame length %d > %d: %w", h.Length, MaxPayload, ErrFrameTooLarge)
+	}
+	if h.Type < FrameTypeHello || h.Type > FrameTypeStats {
+		return h, fmt.Errorf("frame type %d: %w", h.Type, ErrUnknownFrame)
+	}
+	return h, nil
+}
+
+// Hello identifies the process at the other end of a connection.
+type Hello struct {
+	PID         uint32
+	Flags       uint32
+	StartUnixNS uint64
+	Host        []byte // valid only until the next frame
+}
+
+// ParseHello decodes a hello payload.
+func ParseHello(p []byte) (Hello, error) {
+	if len(p) < helloFixedLen {
+		return Hello{}, fmt.Errorf("hello of %d bytes: %w", len(p), ErrBadPayload)
+	}
+	h := Hello{
+		PID:         binary.LittleEndian.Uint32(p),
+		Flags:       binary.LittleEndian.Uint32(p[4:]),
+		StartUnixNS: binary.LittleEndian.Uint64(p[8:]),
+	}
+	n := int(binary.LittleEndian.Uint16(p[16:]))
+	if n > MaxHostLen || len(p) != helloFixedLen+n {
+		return Hello{}, fmt.Errorf("hello host length %d in %d bytes: %w", n, len(p), ErrBadPayload)
+	}
+	h.Host = p[helloFixedLen:]
+	return h, nil
+}
+
+// ParseString decodes a string-definition payload. s aliases p.
+func ParseString(p []byte) (id uint32, s []byte, err error) {
+	if len(p) < 6 {
+		return 0, nil, fmt.Errorf("string of %d bytes: %w", len(p), ErrBadPayload)
+	}
+	id = binary.LittleEndian.Uint32(p)
+	n := int(binary.LittleEndian.Uint16(p[4:]))
+	if id == 0 || id >= MaxStringID {
+		return 0, nil, fmt.Errorf("string id %d: %w", id, ErrStringIDBounds)
+	}
+	if n > MaxStringLen || len(p) != 6+n {
+		return 0, nil, fmt.Errorf("string length %d in %d bytes: %w", n, len(p), ErrBadPayload)
+	}
+	return id, p[6:], nil
+}
+
+// Stats are the library's cumulative counters since it loaded.
+type Stats struct {
+	DroppedRecords uint64 // records the library dropped: collector absent or slow
+	CUPTIDropped   uint64 // records CUPTI itself dropped for lack of buffers
+	NamesOverflow  uint64 // kernels reported under the overflow name because the name table was full
+}
+
+// ParseStats decodes a stats payload.
+func ParseStats(p []byte) (Stats, error) {
+	if len(p) != statsLen {
+		return Stats{}, fmt.Errorf("stats of %d bytes: %w", len(p), ErrBadPayload)
+	}
+	return Stats{
+		DroppedRecords: binary.LittleEndian.Uint64(p),
+		CUPTIDropped:   binary.LittleEndian.Uint64(p[8:]),
+		NamesOverflow:  binary.LittleEndian.Uint64(p[16:]),
+	}, nil
+}
+
+// Record is one activity: a kernel, memcpy, memset, synchronization or graph
+// launch. Times are Unix nanoseconds.
+type Record struct {
+	Kind        RecordKind
+	Sub         uint8 // memcpy kind, memset memory kind or sync type, CUPTI's numbering
+	Device      uint16
+	Stream      uint32
+	Start       uint64
+	End         uint64
+	Name        uint32 // string id of the kernel name; 0 for other kinds
+	Correlation uint32
+	Bytes       uint64
+	GraphID     uint32
+}
+
+// ParseRecord decodes one 48-byte record without checking it.
+func ParseRecord(b []byte) Record {
+	_ = b[RecordSize-1]
+	return Record{
+		Kind:        RecordKind(b[0]),
+		Sub:         b[1],
+		Device:      binary.LittleEndian.Uint16(b[2:]),
+		Stream:      binary.LittleEndian.Uint32(b[4:]),
+		Start:       binary.LittleEndian.Uint64(b[8:]),
+		End:         binary.LittleEndian.Uint64(b[16:]),
+		Name:        binary.LittleEndian.Uint32(b[24:]),
+		Correlation: binary.LittleEndian.Uint32(b[28:]),
+		Bytes:       binary.LittleEndian.Uint64(b[32:]),
+		GraphID:     binary.LittleEndian.Uint32(b[40:]),
+	}
+}
+
+// AppendHeader appends a frame header.
+func AppendHeader(dst []byte, t FrameType, length int) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, Magic)
+	dst = append(dst, Version, byte(t), 0, 0)
+	return binary.LittleEndian.AppendUint32(dst, uint32(length))
+}
+
+// AppendHello appends a whole hello frame.
+func AppendHello(dst []byte, pid uint32, startUnixNS uint64, host string) []byte {
+	if len(host) > MaxHostLen {
+		host = host[:MaxHostLen]
+	}
+	dst = AppendHeader(dst, FrameTypeHello, helloFixedLen+len(host))
+	dst = binary.LittleEndian.AppendUint32(dst, pid)
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, startUnixNS)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(host)))
+	return append(dst, host...)
+}
+
+// AppendString appends a whole string-definition frame.
+func AppendString(dst []byte, id uint32, s string) []byte {
+	if len(s) > MaxStringLen {
+		s = s[:MaxStringLen]
+	}
+	dst = AppendHeader(dst, FrameTypeString, 6+len(s))
+	dst = binary.LittleEndian.AppendUint32(dst, id)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
+}
+
+// AppendStats appends a whole stats frame.
+func AppendStats(dst []byte, s Stats) []byte {
+	dst = AppendHeader(dst, FrameTypeStats, statsLen)
+	dst = binary.LittleEndian.AppendUint64(dst, s.DroppedRecords)
+	dst = binary.LittleEndian.AppendUint64(dst, s.CUPTIDropped)
+	return binary.LittleEndian.AppendUint64(dst, s.NamesOverflow)
+}
+
+// AppendRecords appends one records frame holding recs.
+func AppendRecords(dst []byte, recs []Record) []byte {
+	dst = AppendHeader(dst, FrameTypeRecords, len(recs)*RecordSize)
+	for i := range recs {
+		dst = AppendRecord(dst, &recs[i])
+	}
+	return dst
+}
+
+// AppendRecord appends one 48-byte record (no frame header).
+func AppendRecord(dst []byte, r *Record) []byte {
+	dst = append(dst, byte(r.Kind), r.Sub)
+	dst = binary.LittleEndian.AppendUint16(dst, r.Device)
+	dst = binary.LittleEndian.AppendUint32(dst, r.Stream)
+	dst = binary.LittleEndian.AppendUint64(dst, r.Start)
+	dst = binary.LittleEndian.AppendUint64(dst, r.End)
+	dst = binary.LittleEndian.AppendUint32(dst, r.Name)
+	dst = binary.LittleEndian.AppendUint32(dst, r.Correlation)
+	dst = binary.LittleEndian.AppendUint64(dst, r.Bytes)
+	dst = binary.LittleEndian.AppendUint32(dst, r.GraphID)
+	return binary.LittleEndian.AppendUint32(dst, 0)
+}

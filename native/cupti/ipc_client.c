@@ -1,0 +1,384 @@
+/* See ipc_client.h. Everything here is plain C and POSIX so that it is
+ * built and tested with gcc, ASan and UBSan where CUDA does not exist. */
+#define _GNU_SOURCE
+#include "ipc_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BACKOFF_MIN_MS 100u
+#define BACKOFF_MAX_MS 30000u
+#define STATS_EVERY_MS 1000u
+
+static const char overflow_name[] = "<inferprof: kernel name table full>";
+
+uint64_t ipc_monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Little-endian stores that do not depend on the host's byte order. */
+static void put16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_header(uint8_t *p, uint8_t type, uint32_t len) {
+  put32(p, IPC_MAGIC);
+  p[4] = IPC_VERSION;
+  p[5] = type;
+  put16(p + 6, 0);
+  put32(p + 8, len);
+}
+
+static uint32_t fnv1a(const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (uint8_t)s[i];
+    h *= 16777619u;
+  }
+  return h;
+}
+
+/* intern_slow finds or adds a name by content; returns its index. */
+static uint32_t intern_slow(ipc_client *c, const char *s, size_t n) {
+  if (n > IPC_MAX_STRING) n = IPC_MAX_STRING;
+  uint32_t h = fnv1a(s, n);
+  uint32_t mask = IPC_NAME_SLOTS - 1;
+  for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+    int32_t idx = c->slots[i];
+    if (idx < 0) {
+      if (c->nnames >= IPC_MAX_NAMES || c->arena_len + n > IPC_NAME_ARENA) {
+        c->stats.names_overflow++;
+        return c->overflow_id;
+      }
+      memcpy(c->arena + c->arena_len, s, n);
+      ipc_name *nm = &c->names[c->nnames];
+      nm->off = (uint32_t)c->arena_len;
+      nm->len = (uint32_t)n;
+      nm->hash = h;
+      nm->sent_gen = 0;
+      c->arena_len += n;
+      c->slots[i] = (int32_t)c->nnames;
+      return c->nnames++;
+    }
+    ipc_name *nm = &c->names[idx];
+    if (nm->hash == h && nm->len == n && memcmp(c->arena + nm->off, s, n) == 0) return (uint32_t)idx;
+  }
+}
+
+/* intern maps a kernel-name pointer to a name index. CUPTI hands the same
+ * pointer for every launch of a kernel, so a pointer cache skips hashing;
+ * the content is still compared, so a reused pointer cannot mislabel. */
+static uint32_t intern(ipc_client *c, const char *s) {
+  if (s == NULL) s = "<unknown>";
+  size_t slot = ((uintptr_t)s >> 4) & (IPC_PTR_CACHE - 1);
+  if (c->ptr_keys[slot] == s) {
+    const ipc_name *nm = &c->names[c->ptr_vals[slot]];
+    if (strncmp(c->arena + nm->off, s, nm->len) == 0 && (nm->len == IPC_MAX_STRING || s[nm->len] == '\0'))
+      return c->ptr_vals[slot];
+  }
+  uint32_t idx = intern_slow(c, s, strlen(s));
+  if (idx != c->overflow_id) {
+    c->ptr_keys[slot] = s;
+    c->ptr_vals[slot] = idx;
+  }
+  return idx;
+}
+
+int ipc_client_init(ipc_client *c, const char *path, uint32_t pid, const char *host,
+                    uint64_t start_unix_ns, ipc_clock_fn now_ms) {
+  memset(c, 0, sizeof(*c));
+  c->fd = -1;
+  c->rec_hdr = -1;
+  c->pid = pid;
+  c->start_unix_ns = start_unix_ns;
+  c->now_ms = now_ms ? now_ms : ipc_monotonic_ms;
+  c->backoff_ms = BACKOFF_MIN_MS;
+  if (path == NULL || strlen(path) >= sizeof(c->path)) return -1;
+  strcpy(c->path, path);
+  if (host) {
+    strncpy(c->host, host, IPC_MAX_HOST);
+    c->host[IPC_MAX_HOST] = '\0';
+  }
+  c->buf = malloc(IPC_BUF_SIZE);
+  c->pending = malloc(IPC_BUF_SIZE);
+  c->batch_names = malloc(sizeof(uint16_t) * (IPC_MAX_NAMES + 1));
+  c->names = calloc(IPC_MAX_NAMES + 1, sizeof(ipc_name));
+  c->arena = malloc(IPC_NAME_ARENA + sizeof(overflow_name));
+  c->slots = malloc(sizeof(int32_t) * IPC_NAME_SLOTS);
+  c->ptr_keys = calloc(IPC_PTR_CACHE, sizeof(char *));
+  c->ptr_vals = calloc(IPC_PTR_CACHE, sizeof(uint32_t));
+  if (!c->buf || !c->pending || !c->batch_names || !c->names || !c->arena || !c->slots || !c->ptr_keys ||
+      !c->ptr_vals) {
+    ipc_client_close(c);
+    return -1;
+  }
+  for (uint32_t i = 0; i < IPC_NAME_SLOTS; i++) c->slots[i] = -1;
+  /* The overflow name lives past the table so it is always available. */
+  c->overflow_id = IPC_MAX_NAMES;
+  ipc_name *ov = &c->names[IPC_MAX_NAMES];
+  ov->off = IPC_NAME_ARENA;
+  ov->len = (uint32_t)strlen(overflow_name);
+  memcpy(c->arena + IPC_NAME_ARENA, overflow_name, ov->len);
+  return 0;
+}
+
+int ipc_client_connected(const ipc_client *c) { return c->fd >= 0; }
+
+static void disconnect(ipc_client *c) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  c->pending_len = c->pending_off = 0;
+  c->next_connect_ms = c->now_ms() + c->backoff_ms;
+}
+
+/* try_connect opens a non-blocking connection when the backoff allows. */
+static void try_connect(ipc_client *c) {
+  uint64_t now = c->now_ms();
+  if (c->fd >= 0 || now < c->next_connect_ms) return;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path, c->path, strlen(c->path));
+  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    /* Absent (ENOENT, ECONNREFUSED) or its backlog is full (EAGAIN). */
+    if (fd >= 0) close(fd);
+    c->stats.connect_failures++;
+    c->next_connect_ms = now + c->backoff_ms;
+    c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+    return;
+  }
+  if (c->sndbuf > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &c->sndbuf, sizeof(c->sndbuf));
+  c->fd = fd;
+  c->gen++;
+  c->hello_sent = 0;
+  c->backoff_ms = BACKOFF_MIN_MS;
+  c->stats.connects++;
+}
+
+/* send_nb writes what the socket takes now. It returns the bytes written,
+ * or -1 when the connection is broken. */
+static long send_nb(ipc_client *c, const uint8_t *p, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = send(c->fd, p + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w > 0) {
+      done += (size_t)w;
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return -1;
+  }
+  return (long)done;
+}
+
+static void close_records_frame(ipc_client *c) {
+  if (c->rec_hdr < 0) return;
+  size_t payload = c->len - (size_t)c->rec_hdr - IPC_HEADER_SIZE;
+  put_header(c->buf + c->rec_hdr, IPC_FRAME_RECORDS, (uint32_t)payload);
+  c->rec_hdr = -1;
+}
+
+static void reset_batch(ipc_client *c) {
+  c->len = 0;
+  c->rec_hdr = -1;
+  c->batch_records = 0;
+  c->batch_nnames = 0;
+}
+
+/* drop_batch forgets the batch; its names count as unsent again. */
+static void drop_batch(ipc_client *c) {
+  c->stats.dropped_records += c->batch_records;
+  for (uint32_t i = 0; i < c->batch_nnames; i++) c->names[c->batch_names[i]].sent_gen = 0;
+  reset_batch(c);
+}
+
+static size_t hello_frame(ipc_client *c, uint8_t *p) {
+  size_t hl = strlen(c->host);
+  put_header(p, IPC_FRAME_HELLO, (uint32_t)(18 + hl));
+  put32(p + 12, c->pid);
+  put32(p + 16, 0);
+  put64(p + 20, c->start_unix_ns);
+  put16(p + 28, (uint16_t)hl);
+  memcpy(p + 30, c->host, hl);
+  return IPC_HEADER_SIZE + 18 + hl;
+}
+
+static void append_stats(ipc_client *c) {
+  if (c->len + IPC_HEADER_SIZE + 24 > IPC_BUF_SIZE) return;
+  uint8_t *p = c->buf + c->len;
+  put_header(p, IPC_FRAME_STATS, 24);
+  put64(p + 12, c->stats.dropped_records);
+  put64(p + 20, c->stats.cupti_dropped);
+  put64(p + 28, c->stats.names_overflow);
+  c->len += IPC_HEADER_SIZE + 24;
+}
+
+void ipc_client_flush(ipc_client *c) {
+  close_records_frame(c);
+  try_connect(c);
+  if (c->fd < 0) {
+    drop_batch(c);
+    return;
+  }
+  /* Finish a frame the socket took only partly, or the stream breaks. */
+  if (c->pending_off < c->pending_len) {
+    long w = send_nb(c, c->pending + c->pending_off, c->pending_len - c->pending_off);
+    if (w < 0) {
+      drop_batch(c);
+      disconnect(c);
+      return;
+    }
+    c->pending_off += (size_t)w;
+    if (c->pending_off < c->pending_len) {
+      drop_batch(c); /* still congested: the collector is slow */
+      return;
+    }
+    c->pending_len = c->pending_off = 0;
+  }
+  if (!c->hello_sent) {
+    uint8_t hello[IPC_HEADER_SIZE + 18 + IPC_MAX_HOST];
+    size_t n = hello_frame(c, hello);
+    long w = send_nb(c, hello, n);
+    if (w < 0) {
+      drop_batch(c);
+      disconnect(c);
+      return;
+    }
+    if ((size_t)w < n) {
+      if (w > 0) {
+        memcpy(c->pending, hello + w, n - (size_t)w);
+        c->pending_len = n - (size_t)w;
+        c->pending_off = 0;
+        c->hello_sent = 1;
+      }
+      drop_batch(c);
+      return;
+    }
+    c->hello_sent = 1;
+  }
+  uint64_t now = c->now_ms();
+  if (now - c->last_stats_ms >= STATS_EVERY_MS) {
+    append_stats(c);
+    c->last_stats_ms = now;
+  }
+  if (c->len == 0) return;
+  long w = send_nb(c, c->buf, c->len);
+  if (w < 0) {
+    drop_batch(c);
+    disconnect(c);
+    return;
+  }
+  if (w == 0) {
+    drop_batch(c);
+    return;
+  }
+  if ((size_t)w < c->len) {
+    /* Keep the tail: the collector will get whole frames. */
+    memcpy(c->pending, c->buf + w, c->len - (size_t)w);
+    c->pending_len = c->len - (size_t)w;
+    c->pending_off = 0;
+  }
+  c->stats.sent_records += c->batch_records;
+  reset_batch(c);
+}
+
+void ipc_client_add(ipc_client *c, const ipc_record *r) {
+  if (c->fd < 0) {
+    try_connect(c);
+    if (c->fd < 0) {
+      c->stats.dropped_records++;
+      return;
+    }
+  }
+  uint32_t id = 0;
+  if (r->kind == IPC_KIND_KERNEL) {
+    uint32_t idx = intern(c, r->name);
+    ipc_name *nm = &c->names[idx];
+    if (nm->sent_gen != c->gen) {
+      /* Define the name before the first record that uses it. */
+      size_t need = IPC_HEADER_SIZE + 6 + nm->len + IPC_HEADER_SIZE + IPC_RECORD_SIZE;
+      if (c->len + need > IPC_BUF_SIZE) ipc_client_flush(c);
+      if (c->fd < 0) {
+        c->stats.dropped_records++;
+        return;
+      }
+      close_records_frame(c);
+      uint8_t *p = c->buf + c->len;
+      put_header(p, IPC_FRAME_STRING, 6 + nm->len);
+      put32(p + 12, idx + 1);
+      put16(p + 16, (uint16_t)nm->len);
+      memcpy(p + 18, c->arena + nm->off, nm->len);
+      c->len += IPC_HEADER_SIZE + 6 + nm->len;
+      nm->sent_gen = c->gen;
+      c->batch_names[c->batch_nnames++] = (uint16_t)idx;
+    }
+    id = idx + 1;
+  }
+  if (c->len + IPC_HEADER_SIZE + IPC_RECORD_SIZE > IPC_BUF_SIZE) {
+    ipc_client_flush(c);
+    if (c->fd < 0) {
+      c->stats.dropped_records++;
+      return;
+    }
+    if (r->kind == IPC_KIND_KERNEL && c->names[id - 1].sent_gen != c->gen) {
+      ipc_client_add(c, r); /* the flush dropped the name's definition */
+      return;
+    }
+  }
+  if (c->rec_hdr < 0) {
+    c->rec_hdr = (long)c->len;
+    c->len += IPC_HEADER_SIZE;
+  }
+  uint8_t *p = c->buf + c->len;
+  p[0] = r->kind;
+  p[1] = r->sub;
+  put16(p + 2, r->device);
+  put32(p + 4, r->stream);
+  put64(p + 8, r->start);
+  put64(p + 16, r->end < r->start ? r->start : r->end);
+  put32(p + 24, id);
+  put32(p + 28, r->correlation);
+  put64(p + 32, r->bytes);
+  put32(p + 40, r->graph_id);
+  put32(p + 44, 0);
+  c->len += IPC_RECORD_SIZE;
+  c->batch_records++;
+}
+
+void ipc_client_close(ipc_client *c) {
+  if (c->buf && c->fd >= 0) ipc_client_flush(c);
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  free(c->buf);
+  free(c->pending);
+  free(c->batch_names);
+  free(c->names);
+  free(c->arena);
+  free(c->slots);
+  free((void *)c->ptr_keys);
+  free(c->ptr_vals);
+  c->buf = c->pending = NULL;
+  c->batch_names = NULL;
+  c->names = NULL;
+  c->arena = NULL;
+  c->slots = NULL;
+  c->ptr_keys = NULL;
+  c->ptr_vals = NULL;
+}

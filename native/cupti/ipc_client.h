@@ -1,0 +1,138 @@
+/* ipc_client: the pure-C encoder and transport of the inferprof CUPTI
+ * injection library. It knows nothing about CUDA: it turns activity records
+ * into wire frames (docs/cupti-wire.md) and streams them over a Unix socket
+ * without ever blocking the caller.
+ *
+ * Not thread-safe: one owner, or the caller's lock, per client. */
+#ifndef INFERPROF_IPC_CLIENT_H
+#define INFERPROF_IPC_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IPC_MAGIC 0x55435049u /* "IPCU" little-endian */
+#define IPC_VERSION 1
+#define IPC_HEADER_SIZE 12
+#define IPC_RECORD_SIZE 48
+#define IPC_MAX_STRING 4096
+#define IPC_MAX_HOST 255
+
+enum ipc_frame_type {
+  IPC_FRAME_HELLO = 1,
+  IPC_FRAME_STRING = 2,
+  IPC_FRAME_RECORDS = 3,
+  IPC_FRAME_STATS = 4,
+};
+
+enum ipc_record_kind {
+  IPC_KIND_KERNEL = 1,
+  IPC_KIND_MEMCPY = 2,
+  IPC_KIND_MEMSET = 3,
+  IPC_KIND_SYNC = 4,
+  IPC_KIND_GRAPH = 5,
+};
+
+#define IPC_DEVICE_UNKNOWN 0xFFFFu
+
+/* Capacity limits: memory is allocated once, in ipc_client_init. */
+#define IPC_BUF_SIZE (64 * 1024)    /* one batch of frames */
+#define IPC_MAX_NAMES 4096          /* distinct kernel names per process */
+#define IPC_NAME_ARENA (1024 * 1024) /* bytes of kernel-name storage */
+#define IPC_NAME_SLOTS 8192         /* hash slots, a power of two > names */
+#define IPC_PTR_CACHE 1024          /* name-pointer front cache entries */
+
+typedef struct ipc_record {
+  uint8_t kind;
+  uint8_t sub; /* memcpy kind, memory kind or sync type (CUPTI numbering) */
+  uint16_t device;
+  uint32_t stream;
+  uint64_t start; /* Unix ns */
+  uint64_t end;
+  const char *name; /* kernels only; need not outlive the call */
+  uint32_t correlation;
+  uint64_t bytes;
+  uint32_t graph_id;
+} ipc_record;
+
+typedef struct ipc_stats {
+  uint64_t sent_records;
+  uint64_t dropped_records; /* collector absent, slow, or a send failed */
+  uint64_t cupti_dropped;   /* set by the CUPTI layer */
+  uint64_t names_overflow;  /* kernels reported under the overflow name */
+  uint64_t connects;
+  uint64_t connect_failures;
+} ipc_stats;
+
+typedef uint64_t (*ipc_clock_fn)(void); /* monotonic milliseconds */
+
+typedef struct ipc_name {
+  uint32_t off, len;
+  uint32_t hash;
+  uint32_t sent_gen; /* connection generation it was last sent on */
+} ipc_name;
+
+typedef struct ipc_client {
+  char path[108];
+  char host[IPC_MAX_HOST + 1];
+  uint32_t pid;
+  uint64_t start_unix_ns;
+  int fd;
+  uint32_t gen; /* bumped at each new connection */
+  int hello_sent;
+  uint64_t next_connect_ms;
+  uint64_t backoff_ms;
+  uint64_t last_stats_ms;
+  ipc_clock_fn now_ms;
+  int sndbuf; /* SO_SNDBUF to request, 0 = system default */
+
+  /* The batch being built: whole frames; rec_hdr is the offset of the open
+   * records frame's header, or -1. */
+  uint8_t *buf;
+  size_t len;
+  long rec_hdr;
+  uint32_t batch_records;
+  /* Names first sent in this batch, to roll back when it is dropped. */
+  uint16_t *batch_names;
+  uint32_t batch_nnames;
+
+  /* Bytes of a frame the socket took only partly; sent before anything new. */
+  uint8_t *pending;
+  size_t pending_len, pending_off;
+
+  /* Interned kernel names. ids are index+1 on the wire. */
+  ipc_name *names;
+  uint32_t nnames;
+  char *arena;
+  size_t arena_len;
+  int32_t *slots; /* name index or -1 */
+  const char **ptr_keys;
+  uint32_t *ptr_vals;
+  uint32_t overflow_id;
+
+  ipc_stats stats;
+} ipc_client;
+
+/* ipc_client_init allocates every buffer once. path is the collector's
+ * socket; host may be NULL. It returns 0, or -1 when memory is short (the
+ * caller then runs without profiling). It does not connect yet. */
+int ipc_client_init(ipc_client *c, const char *path, uint32_t pid, const char *host,
+                    uint64_t start_unix_ns, ipc_clock_fn now_ms);
+
+/* ipc_client_add queues one record, flushing first if the batch is full.
+ * When no collector is connected the record is dropped and counted. */
+void ipc_client_add(ipc_client *c, const ipc_record *r);
+
+/* ipc_client_flush sends the batch (non-blocking), reconnecting with
+ * exponential backoff when the collector is absent. */
+void ipc_client_flush(ipc_client *c);
+
+/* ipc_client_close flushes once more without waiting and frees everything. */
+void ipc_client_close(ipc_client *c);
+
+/* ipc_client_connected reports whether a connection is open. */
+int ipc_client_connected(const ipc_client *c);
+
+/* ipc_monotonic_ms is the default clock. */
+uint64_t ipc_monotonic_ms(void);
+
+#endif

@@ -1,0 +1,66 @@
+/* emit_frames connects to a collector socket and sends a fixed, known set
+ * of records through ipc_client, then exits. The Go test in
+ * internal/cuptiwire decodes what it sends and checks every field, which
+ * proves that C-encoded frames decode in Go. */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../ipc_client.h"
+
+/* settle waits until the socket took every pending byte. The injection
+ * library never waits; this test driver does, so that a slow reader on a
+ * loaded machine sees every record rather than counted drops. */
+static void settle(ipc_client *c) {
+  for (int i = 0; i < 10000 && ipc_client_connected(c); i++) {
+    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+    int writable = poll(&p, 1, 100) > 0 && (p.revents & POLLOUT);
+    if (c->pending_off < c->pending_len) {
+      ipc_client_flush(c);
+      continue;
+    }
+    if (writable) return;
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: emit_frames SOCKET COUNT\n");
+    return 2;
+  }
+  int n = atoi(argv[2]);
+  ipc_client c;
+  if (ipc_client_init(&c, argv[1], 4242, "emit-host", 1700000000000000000ull, NULL) != 0) return 1;
+  static const char *names[] = {
+      "_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE",
+      "void vllm::rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, int)",
+      "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+  };
+  for (int i = 0; i < n; i++) {
+    ipc_record r = {.kind = IPC_KIND_KERNEL, .device = (uint16_t)(i % 2), .stream = 7,
+                    .start = 1700000000000000000ull + (uint64_t)i * 1000, .name = names[i % 3],
+                    .correlation = (uint32_t)i, .graph_id = 9};
+    r.end = r.start + 100 + (uint64_t)(i % 3);
+    ipc_client_add(&c, &r);
+    if (i % 512 == 511) { /* 24 KiB: the batch never fills up on its own */
+      settle(&c);
+      ipc_client_flush(&c);
+    }
+  }
+  ipc_record m = {.kind = IPC_KIND_MEMCPY, .sub = 1, .device = 0, .start = 10, .end = 30, .bytes = 65536};
+  ipc_record s = {.kind = IPC_KIND_MEMSET, .sub = 3, .device = 1, .start = 40, .end = 45, .bytes = 512};
+  ipc_record y = {.kind = IPC_KIND_SYNC, .sub = 3, .device = IPC_DEVICE_UNKNOWN, .start = 50, .end = 80};
+  ipc_client_add(&c, &m);
+  ipc_client_add(&c, &s);
+  ipc_client_add(&c, &y);
+  settle(&c);
+  ipc_client_flush(&c);
+  settle(&c);
+  int ok = c.stats.dropped_records == 0 && ipc_client_connected(&c);
+  ipc_client_close(&c);
+  if (!ok) {
+    fprintf(stderr, "emit_frames: records were dropped\n");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,269 @@
+/* Tests of the encoder and transport against a real Unix socket. They run
+ * under ASan and UBSan in `make test`. A fake clock drives the backoff. */
+#define _GNU_SOURCE
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../ipc_client.h"
+#include "frames.h"
+
+#define CHECK(cond)                                                               \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+
+static uint64_t fake_now = 1000;
+static uint64_t fake_clock(void) { return fake_now; }
+
+static char dir[64];
+
+static void sock_path(char *out, const char *name) { snprintf(out, 108, "%s/%s", dir, name); }
+
+static int listen_at(const char *path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  strcpy(sa.sun_path, path);
+  unlink(path);
+  CHECK(fd >= 0);
+  CHECK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+  CHECK(listen(fd, 8) == 0);
+  return fd;
+}
+
+static int accept_nb(int lfd) {
+  int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  CHECK(fd >= 0);
+  return fd;
+}
+
+typedef struct buf {
+  uint8_t *p;
+  size_t n, cap;
+} buf;
+
+/* drain reads whatever the peer wrote so far. */
+static void drain(int fd, buf *b) {
+  for (;;) {
+    if (b->cap - b->n < 65536) {
+      b->cap = b->cap * 2 + 65536;
+      b->p = realloc(b->p, b->cap);
+      CHECK(b->p);
+    }
+    ssize_t r = read(fd, b->p + b->n, b->cap - b->n);
+    if (r > 0) {
+      b->n += (size_t)r;
+      continue;
+    }
+    if (r == 0 || errno == EAGAIN) return;
+    CHECK(0);
+  }
+}
+
+static ipc_record kernel_rec(const char *name, uint64_t start) {
+  ipc_record r = {.kind = IPC_KIND_KERNEL, .device = 0, .stream = 7, .start = start, .end = start + 1000, .name = name, .correlation = 1};
+  return r;
+}
+
+static void test_collector_absent(void) {
+  char path[108];
+  sock_path(path, "absent.sock");
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  for (int i = 0; i < 1000; i++) {
+    ipc_record r = kernel_rec("k", 1000 + (uint64_t)i);
+    ipc_client_add(&c, &r);
+  }
+  ipc_client_flush(&c);
+  CHECK(c.stats.dropped_records == 1000);
+  CHECK(c.stats.connect_failures == 1); /* backoff: one attempt at this instant */
+  fake_now += 100;
+  ipc_client_flush(&c);
+  CHECK(c.stats.connect_failures == 2);
+  ipc_client_flush(&c);
+  CHECK(c.stats.connect_failures == 2); /* next attempt waits 200 ms */
+  ipc_client_close(&c);
+}
+
+static void test_stream_and_interning(void) {
+  char path[108];
+  sock_path(path, "stream.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 4242, "node-7", 1, fake_clock) == 0);
+  char name[64];
+  for (int i = 0; i < 3000; i++) {
+    /* A fresh buffer each time: interning must go by content. */
+    snprintf(name, sizeof(name), "void vllm::kernel_%d<float>(float*)", i % 10);
+    ipc_record r = kernel_rec(name, 1000000 + (uint64_t)i * 2000);
+    ipc_client_add(&c, &r);
+  }
+  ipc_record m = {.kind = IPC_KIND_MEMCPY, .sub = 1, .device = 0, .start = 5, .end = 9, .bytes = 4096};
+  ipc_client_add(&c, &m);
+  ipc_client_flush(&c);
+  int fd = accept_nb(lfd);
+  buf b = {0};
+  drain(fd, &b);
+  parsed *p = calloc(1, sizeof(parsed));
+  CHECK(parse_frames(b.p, b.n, p) == 0);
+  CHECK(p->consumed == b.n);
+  CHECK(p->hellos == 1 && p->pid == 4242 && strcmp(p->host, "node-7") == 0);
+  CHECK(p->strings == 10);
+  for (int id = 1; id <= 10; id++) CHECK(p->name_defs[id] == 1);
+  CHECK(p->kernels == 3000 && p->records == 3001);
+  CHECK(c.stats.sent_records == 3001 && c.stats.dropped_records == 0);
+  CHECK(p->stats_frames == 1);
+  free(p);
+  free(b.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+static void test_reconnect_resends_names(void) {
+  char path[108];
+  sock_path(path, "reconnect.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, NULL, 0, fake_clock) == 0);
+  ipc_record r = kernel_rec("flash_fwd_kernel", 10);
+  ipc_client_add(&c, &r);
+  ipc_client_flush(&c);
+  int fd = accept_nb(lfd);
+  close(fd); /* the collector restarts */
+  /* The next sends hit a closed socket: the client drops, counts, and waits. */
+  for (int i = 0; i < 3 && ipc_client_connected(&c); i++) {
+    ipc_client_add(&c, &r);
+    ipc_client_flush(&c);
+  }
+  CHECK(!ipc_client_connected(&c));
+  CHECK(c.stats.dropped_records >= 1);
+  ipc_client_add(&c, &r); /* within backoff: dropped, no reconnect */
+  CHECK(!ipc_client_connected(&c));
+  fake_now += 200;
+  ipc_client_add(&c, &r);
+  CHECK(ipc_client_connected(&c));
+  ipc_client_flush(&c);
+  fd = accept_nb(lfd);
+  buf b = {0};
+  drain(fd, &b);
+  parsed *p = calloc(1, sizeof(parsed));
+  CHECK(parse_frames(b.p, b.n, p) == 0);
+  CHECK(p->hellos == 1);
+  CHECK(p->strings == 1 && strcmp(p->last_name, "flash_fwd_kernel") == 0);
+  CHECK(p->kernels == 1);
+  CHECK(c.stats.connects == 2);
+  free(p);
+  free(b.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+static void test_slow_collector_never_blocks(void) {
+  char path[108];
+  sock_path(path, "slow.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  c.sndbuf = 4096;
+  const uint64_t total = 200000;
+  char name[32];
+  for (uint64_t i = 0; i < total; i++) {
+    snprintf(name, sizeof(name), "kernel_%d", (int)(i % 100));
+    ipc_record r = kernel_rec(name, i * 10);
+    ipc_client_add(&c, &r);
+    if (i % 1024 == 0) ipc_client_flush(&c);
+  }
+  ipc_client_flush(&c);
+  CHECK(c.stats.dropped_records > 0);
+  int fd = accept_nb(lfd);
+  buf b = {0};
+  /* The collector catches up; the client finishes the frame it cut. */
+  for (int i = 0; i < 50; i++) {
+    drain(fd, &b);
+    fake_now += 1;
+    ipc_client_flush(&c);
+  }
+  drain(fd, &b);
+  parsed *p = calloc(1, sizeof(parsed));
+  CHECK(parse_frames(b.p, b.n, p) == 0);
+  CHECK(p->consumed == b.n); /* only whole frames arrived */
+  CHECK(p->records == c.stats.sent_records);
+  CHECK(c.stats.sent_records + c.stats.dropped_records == total);
+  free(p);
+  free(b.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+static void test_name_table_is_bounded(void) {
+  char path[108];
+  sock_path(path, "names.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  int fd = -1;
+  buf b = {0};
+  char name[64];
+  for (int i = 0; i < IPC_MAX_NAMES + 10; i++) {
+    snprintf(name, sizeof(name), "distinct_kernel_%d", i);
+    ipc_record r = kernel_rec(name, (uint64_t)i);
+    ipc_client_add(&c, &r);
+    if (fd < 0) fd = accept_nb(lfd);
+    if (i % 256 == 0) {
+      ipc_client_flush(&c);
+      drain(fd, &b);
+    }
+  }
+  ipc_client_flush(&c);
+  drain(fd, &b);
+  CHECK(c.stats.names_overflow == 10);
+  parsed *p = calloc(1, sizeof(parsed));
+  CHECK(parse_frames(b.p, b.n, p) == 0);
+  CHECK(p->kernels == IPC_MAX_NAMES + 10);
+  CHECK(p->strings == IPC_MAX_NAMES + 1); /* every name once, plus the overflow name */
+  CHECK(p->name_defs[IPC_MAX_NAMES + 1] == 1);
+  free(p);
+  free(b.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+static void test_bad_init(void) {
+  ipc_client c;
+  char longpath[200];
+  memset(longpath, 'a', sizeof(longpath) - 1);
+  longpath[sizeof(longpath) - 1] = 0;
+  CHECK(ipc_client_init(&c, longpath, 1, NULL, 0, NULL) == -1);
+  CHECK(ipc_client_init(&c, NULL, 1, NULL, 0, NULL) == -1);
+}
+
+int main(void) {
+  snprintf(dir, sizeof(dir), "/tmp/ipctest.XXXXXX");
+  CHECK(mkdtemp(dir) != NULL);
+  test_collector_absent();
+  test_stream_and_interning();
+  test_reconnect_resends_names();
+  test_slow_collector_never_blocks();
+  test_name_table_is_bounded();
+  test_bad_init();
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  if (system(cmd) != 0) return 1;
+  printf("ipc_client tests: ok\n");
+  return 0;
+}

@@ -1,0 +1,659 @@
+// Package aggregate sums CUDA activity records per source, device and kernel
+// series between flushes, without allocating per record.
+package aggregate // import "github.com/inferprof/inferprof/receiver/cuptireceiver/internal/aggregate"
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/kernelclass"
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
+)
+
+// scopeName is the instrumentation scope of kernel spans.
+const scopeName = "github.com/inferprof/inferprof/receiver/cuptireceiver"
+
+// OtherKernel is the series name of kernels past top_kernels.
+const OtherKernel = "other"
+
+// overflowSeries is the series every kernel name lands in once MaxNames
+// distinct names were registered, so memory stays bounded.
+const overflowSeries = 0
+
+// Limits keep the tables bounded whatever the engines send.
+type Limits struct {
+	MaxNames   int // distinct raw kernel names
+	MaxSources int // distinct (source kind, host, pid)
+	MaxKeys    int // aggregation keys between two flushes
+}
+
+// DefaultLimits fit thousands of kernels on tens of workers.
+var DefaultLimits = Limits{MaxNames: 16384, MaxSources: 1024, MaxKeys: 1 << 18}
+
+// SourceKind tells the socket from trace files.
+type SourceKind uint8
+
+// Source kinds.
+const (
+	SourceKindCUPTI SourceKind = iota
+	SourceKindKineto
+)
+
+// Source names where records came from; it becomes the resource.
+type Source struct {
+	Kind SourceKind
+	Host string
+	PID  uint32
+}
+
+// Series is the kernel name and category a raw kernel name maps to.
+type series struct {
+	name     string
+	category string
+}
+
+type key struct {
+	src    uint32
+	kind   cuptiwire.RecordKind
+	sub    uint8
+	device uint16
+	series uint32
+}
+
+type value struct {
+	dur   uint64 // ns
+	count uint64
+	bytes uint64
+}
+
+type busyKey struct {
+	src    uint32
+	device uint16
+}
+
+type busyState struct {
+	busy uint64 // ns of union this interval
+	end  uint64 // end of the union so far, kept across flushes
+}
+
+// Aggregator holds the sums. One mutex guards everything; it is held per
+// batch of records, never across a call to the next consumer.
+type Aggregator struct {
+	mu       sync.Mutex
+	limits   Limits
+	classes  *kernelclass.Table
+	names    map[string]uint32 // raw kernel name → series index
+	series   []series
+	seriesIx map[series]uint32
+	sources  map[Source]uint32
+	srcList  []Source
+	srcRefs  []int         // open connections or files per source
+	srcLive  []bool        // false: the slot is free for reuse
+	srcFree  []uint32      // free source slots
+	busyFree []int32       // free busy slots, from pruned sources
+	slots    map[key]int32 // key → index in vals; cleared at each flush
+	vals     []value
+	epoch    uint32 // bumped at each flush, invalidating every Cache
+	busyIx   map[busyKey]int32
+	busyVals []busyState
+	dropped  uint64 // records not aggregated: a table was full
+	records  uint64
+	mb       *metadata.MetricsBuilder
+	last     pcommon.Timestamp
+	top      int
+	scratch  []seriesTotal
+	// Kernel span sampling: every spanStride-th kernel record is kept, up to
+	// cap(spans) per flush. spanStride 0 turns it off.
+	spanStride uint64
+	spanSeen   uint64
+	spans      []spanRec
+}
+
+type spanRec struct {
+	src    uint32
+	series uint32
+	rec    cuptiwire.Record
+}
+
+type seriesTotal struct {
+	series uint32
+	v      value
+}
+
+// New returns an empty aggregator. topKernels is how many kernel series each
+// device keeps per flush; the rest is summed per category as OtherKernel.
+func New(classes *kernelclass.Table, limits Limits, topKernels int, mb *metadata.MetricsBuilder, start pcommon.Timestamp) *Aggregator {
+	a := &Aggregator{
+		limits:   limits,
+		classes:  classes,
+		names:    map[string]uint32{},
+		seriesIx: map[series]uint32{},
+		sources:  map[Source]uint32{},
+		slots:    map[key]int32{},
+		busyIx:   map[busyKey]int32{},
+		epoch:    1,
+		mb:       mb,
+		last:     start,
+		top:      topKernels,
+	}
+	overflow := series{name: OtherKernel, category: kernelclass.CategoryOther}
+	a.series = append(a.series, overflow)
+	a.seriesIx[overflow] = overflowSeries
+	return a
+}
+
+// Source returns the index of src, registering it, and holds it until
+// Release; ok is false when the source table is full. A source no one holds
+// is forgotten at the flush after its last data, so engines that restart
+// (new pids) do not fill the table.
+func (a *Aggregator) Source(src Source) (idx uint32, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i, found := a.sources[src]; found {
+		a.srcRefs[i]++
+		return i, true
+	}
+	var i uint32
+	switch {
+	case len(a.srcFree) > 0:
+		i = a.srcFree[len(a.srcFree)-1]
+		a.srcFree = a.srcFree[:len(a.srcFree)-1]
+		a.srcList[i], a.srcRefs[i], a.srcLive[i] = src, 1, true
+	case len(a.srcList) < a.limits.MaxSources:
+		i = uint32(len(a.srcList))
+		a.srcList = append(a.srcList, src)
+		a.srcRefs = append(a.srcRefs, 1)
+		a.srcLive = append(a.srcLive, true)
+	default:
+		return 0, false
+	}
+	a.sources[src] = i
+	return i, true
+}
+
+// Release drops one hold on a source taken with Source.
+func (a *Aggregator) Release(idx uint32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if int(idx) < len(a.srcRefs) && a.srcRefs[idx] > 0 {
+		a.srcRefs[idx]--
+	}
+}
+
+// Sources returns how many sources are registered.
+func (a *Aggregator) Sources() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.sources)
+}
+
+// prune forgets sources no one holds; called at the end of a flush, when
+// their data has been emitted.
+func (a *Aggregator) prune() {
+	for i, live := range a.srcLive {
+		if !live || a.srcRefs[i] > 0 {
+			continue
+		}
+		src := uint32(i)
+		delete(a.sources, a.srcList[i])
+		a.srcLive[i] = false
+		a.srcFree = append(a.srcFree, src)
+		for k, b := range a.busyIx {
+			if k.src == src {
+				delete(a.busyIx, k)
+				a.busyVals[b] = busyState{}
+				a.busyFree = append(a.busyFree, b)
+			}
+		}
+	}
+}
+
+// Kernel returns the series index of a raw kernel name, classifying and
+// shortening it the first time it is seen. Past MaxNames every new name maps
+// to the overflow series ("other"/"other").
+func (a *Aggregator) Kernel(raw []byte) uint32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i, ok := a.names[string(raw)]; ok {
+		return i
+	}
+	if len(a.names) >= a.limits.MaxNames {
+		return overflowSeries
+	}
+	name := string(raw)
+	s := series{name: kernelclass.Shorten(name), category: a.classes.Classify(name)}
+	i, ok := a.seriesIx[s]
+	if !ok {
+		i = uint32(len(a.series))
+		a.series = append(a.series, s)
+		a.seriesIx[s] = i
+	}
+	a.names[name] = i
+	return i
+}
+
+// Cache is one connection's shortcut from a record to its slot, so the hot
+// path indexes slices instead of hashing. It is owned by one goroutine.
+type Cache struct {
+	kern  []slotRef      // by the connection's string id
+	other [4][16]slotRef // memcpy, memset, sync, graph by sub kind
+	busy  [64]int32      // busy slot + 1 by device ordinal; 0 = not looked up yet
+}
+
+type slotRef struct {
+	epoch  uint32
+	device uint16
+	slot   int32
+}
+
+// NewCache returns an empty cache for one connection or file.
+func NewCache() *Cache { return &Cache{} }
+
+// Add aggregates a batch of records from source src. kernels maps a record's
+// Name (a per-connection string id) to a series index from Kernel; ids it
+// does not cover fall into the overflow series. It returns how many records
+// were dropped because the key table was full.
+func (a *Aggregator) Add(src uint32, recs []cuptiwire.Record, kernels []uint32, c *Cache) (dropped int) {
+	if len(c.kern) < len(kernels) {
+		c.kern = append(c.kern, make([]slotRef, len(kernels)-len(c.kern))...)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range recs {
+		r := &recs[i]
+		var ref *slotRef
+		switch {
+		case r.Kind == cuptiwire.RecordKindKernel:
+			if int(r.Name) < len(c.kern) {
+				ref = &c.kern[r.Name]
+			}
+		case r.Kind >= cuptiwire.RecordKindMemcpy && r.Kind <= cuptiwire.RecordKindGraph && r.Sub < 16:
+			ref = &c.other[r.Kind-cuptiwire.RecordKindMemcpy][r.Sub]
+		}
+		var slot int32
+		if ref != nil && ref.epoch == a.epoch && ref.device == r.Device {
+			slot = ref.slot
+		} else {
+			var ok bool
+			if slot, ok = a.slot(src, r, kernels); !ok {
+				dropped++
+				continue
+			}
+			if ref != nil {
+				*ref = slotRef{epoch: a.epoch, device: r.Device, slot: slot}
+			}
+		}
+		v := &a.vals[slot]
+		v.dur += r.End - r.Start
+		v.count++
+		v.bytes += r.Bytes
+		if a.spanStride > 0 && r.Kind == cuptiwire.RecordKindKernel {
+			a.sampleSpan(src, r, kernels)
+		}
+		if r.Kind != cuptiwire.RecordKindSync && r.Device != cuptiwire.DeviceUnknown {
+			var b int32
+			if int(r.Device) < len(c.busy) && c.busy[r.Device] > 0 {
+				b = c.busy[r.Device] - 1
+			} else {
+				b = a.busySlot(busyKey{src: src, device: r.Device})
+				if int(r.Device) < len(c.busy) {
+					c.busy[r.Device] = b + 1
+				}
+			}
+			a.busyVals[b].sweep(r.Start, r.End)
+		}
+	}
+	a.records += uint64(len(recs) - dropped)
+	a.dropped += uint64(dropped)
+	return dropped
+}
+
+// EnableSpans keeps about ratio of kernel records, at most max per flush,
+// for FlushSpans. The buffer is allocated here, once.
+func (a *Aggregator) EnableSpans(ratio float64, maxPerFlush int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ratio <= 0 || maxPerFlush <= 0 {
+		a.spanStride = 0
+		return
+	}
+	a.spanStride = uint64(math.Round(1 / ratio))
+	if a.spanStride == 0 {
+		a.spanStride = 1
+	}
+	a.spans = make([]spanRec, 0, maxPerFlush)
+}
+
+// sampleSpan is systematic sampling: cheap, and unbiased across kernels
+// because records of all kernels interleave.
+func (a *Aggregator) sampleSpan(src uint32, r *cuptiwire.Record, kernels []uint32) {
+	a.spanSeen++
+	if a.spanSeen%a.spanStride != 0 || len(a.spans) == cap(a.spans) {
+		return
+	}
+	var series uint32
+	if int(r.Name) < len(kernels) {
+		series = kernels[r.Name]
+	}
+	a.spans = append(a.spans, spanRec{src: src, series: series, rec: *r})
+}
+
+// FlushSpans returns the sampled kernel spans since the last call, one
+// trace per source, and empties the buffer.
+func (a *Aggregator) FlushSpans() ptrace.Traces {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	td := ptrace.NewTraces()
+	if len(a.spans) == 0 {
+		return td
+	}
+	slices.SortFunc(a.spans, func(x, y spanRec) int {
+		return cmp.Or(cmp.Compare(x.src, y.src), cmp.Compare(x.rec.Start, y.rec.Start))
+	})
+	var ss ptrace.ScopeSpans
+	var traceID pcommon.TraceID
+	cur := ^uint32(0)
+	for _, sp := range a.spans {
+		if sp.src != cur {
+			cur = sp.src
+			rs := td.ResourceSpans().AppendEmpty()
+			a.resource(sp.src, rs.Resource().Attributes())
+			ss = rs.ScopeSpans().AppendEmpty()
+			ss.Scope().SetName(scopeName)
+			binary.LittleEndian.PutUint64(traceID[:8], rand.Uint64())
+			binary.LittleEndian.PutUint64(traceID[8:], rand.Uint64())
+		}
+		s := a.series[sp.series]
+		span := ss.Spans().AppendEmpty()
+		span.SetName(s.name)
+		span.SetTraceID(traceID)
+		var id pcommon.SpanID
+		binary.LittleEndian.PutUint64(id[:], rand.Uint64()|1)
+		span.SetSpanID(id)
+		span.SetKind(ptrace.SpanKindInternal)
+		span.SetStartTimestamp(pcommon.Timestamp(sp.rec.Start))
+		span.SetEndTimestamp(pcommon.Timestamp(sp.rec.End))
+		attrs := span.Attributes()
+		attrs.EnsureCapacity(6)
+		attrs.PutStr(names.AttrKernelName, s.name)
+		attrs.PutStr(names.AttrKernelCategory, s.category)
+		attrs.PutStr(names.AttrDeviceID, deviceName(sp.rec.Device))
+		attrs.PutInt("inferprof.gpu.stream", int64(sp.rec.Stream))
+		attrs.PutInt("inferprof.cuda.correlation_id", int64(sp.rec.Correlation))
+		if sp.rec.GraphID != 0 {
+			attrs.PutInt("inferprof.cuda.graph_id", int64(sp.rec.GraphID))
+		}
+	}
+	a.spans = a.spans[:0]
+	return td
+}
+
+// resource writes a source's resource attributes (the same as the
+// metrics' resource) into m.
+func (a *Aggregator) resource(src uint32, m pcommon.Map) {
+	s := a.srcList[src]
+	switch s.Kind {
+	case SourceKindCUPTI:
+		m.PutStr("inferprof.activity.source", "cupti")
+		m.PutInt("process.pid", int64(s.PID))
+		if s.Host != "" {
+			m.PutStr("host.name", s.Host)
+		}
+	case SourceKindKineto:
+		m.PutStr("inferprof.activity.source", "kineto")
+	}
+}
+
+// slot finds or makes the slot of a record's key.
+func (a *Aggregator) slot(src uint32, r *cuptiwire.Record, kernels []uint32) (int32, bool) {
+	k := key{src: src, kind: r.Kind, device: r.Device}
+	switch r.Kind {
+	case cuptiwire.RecordKindKernel:
+		if int(r.Name) < len(kernels) {
+			k.series = kernels[r.Name]
+		}
+	case cuptiwire.RecordKindMemcpy, cuptiwire.RecordKindMemset, cuptiwire.RecordKindSync:
+		k.sub = r.Sub
+	}
+	if s, ok := a.slots[k]; ok {
+		return s, true
+	}
+	if len(a.vals) >= a.limits.MaxKeys {
+		return 0, false
+	}
+	s := int32(len(a.vals))
+	a.vals = append(a.vals, value{})
+	a.slots[k] = s
+	return s, true
+}
+
+// busySlot finds or makes a device's busy state; these live across flushes
+// because the union's end carries over.
+func (a *Aggregator) busySlot(k busyKey) int32 {
+	if s, ok := a.busyIx[k]; ok {
+		return s
+	}
+	if n := len(a.busyFree); n > 0 {
+		s := a.busyFree[n-1]
+		a.busyFree = a.busyFree[:n-1]
+		a.busyIx[k] = s
+		return s
+	}
+	s := int32(len(a.busyVals))
+	a.busyVals = append(a.busyVals, busyState{})
+	a.busyIx[k] = s
+	return s
+}
+
+// sweep adds [start, end) to the device's busy union. It is exact when
+// records arrive in start order per device, which CUPTI buffers nearly give
+// and the Kineto reader ensures by sorting; an out-of-order record that lies
+// wholly before the union's end adds nothing.
+func (s *busyState) sweep(start, end uint64) {
+	switch {
+	case start >= s.end:
+		s.busy += end - start
+		s.end = end
+	case end > s.end:
+		s.busy += end - s.end
+		s.end = end
+	}
+}
+
+// Stats returns the records aggregated and dropped since New.
+func (a *Aggregator) Stats() (records, dropped uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.records, a.dropped
+}
+
+// Flush emits everything summed since the last flush as delta metrics
+// ending at now, and resets the sums. It returns empty metrics when nothing
+// arrived.
+func (a *Aggregator) Flush(now pcommon.Timestamp) pmetric.Metrics {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.mb.Reset(metadata.WithStartTime(a.last))
+	a.last = now
+	defer a.prune()
+	if len(a.vals) == 0 && len(a.busyIx) == 0 {
+		return pmetric.NewMetrics()
+	}
+	keys := make([]key, 0, len(a.slots))
+	for k := range a.slots {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		return cmp.Or(cmp.Compare(x.src, y.src), cmp.Compare(x.device, y.device),
+			cmp.Compare(x.kind, y.kind), cmp.Compare(x.sub, y.sub), cmp.Compare(x.series, y.series))
+	})
+	srcs := map[uint32]struct{}{}
+	for k, i := range a.busyIx {
+		if a.busyVals[i].busy > 0 {
+			srcs[k.src] = struct{}{}
+		}
+	}
+	for _, k := range keys {
+		srcs[k.src] = struct{}{}
+	}
+	order := make([]uint32, 0, len(srcs))
+	for s := range srcs {
+		order = append(order, s)
+	}
+	slices.Sort(order)
+	for _, src := range order {
+		a.emitSource(now, src, keys)
+	}
+	clear(a.slots)
+	a.vals = a.vals[:0]
+	a.epoch++
+	for i := range a.busyVals {
+		a.busyVals[i].busy = 0
+	}
+	return a.mb.Emit()
+}
+
+func (a *Aggregator) emitSource(now pcommon.Timestamp, src uint32, keys []key) {
+	lo, _ := slices.BinarySearchFunc(keys, src, func(k key, s uint32) int { return cmp.Compare(k.src, s) })
+	hi := lo
+	for hi < len(keys) && keys[hi].src == src {
+		hi++
+	}
+	for i := lo; i < hi; {
+		dev := keys[i].device
+		j := i
+		for j < hi && keys[j].device == dev {
+			j++
+		}
+		a.emitDevice(now, src, dev, keys[i:j])
+		i = j
+	}
+	for k, i := range a.busyIx {
+		if s := a.busyVals[i]; k.src == src && s.busy > 0 {
+			a.mb.RecordInferprofGpuBusyTimeDataPoint(now, seconds(s.busy), deviceName(k.device))
+		}
+	}
+	rb := a.mb.NewResourceBuilder()
+	s := a.srcList[src]
+	switch s.Kind {
+	case SourceKindCUPTI:
+		rb.SetInferprofActivitySourceCupti()
+		rb.SetProcessPid(int64(s.PID))
+		if s.Host != "" {
+			rb.SetHostName(s.Host)
+		}
+	case SourceKindKineto:
+		rb.SetInferprofActivitySourceKineto()
+	}
+	a.mb.EmitForResource(metadata.WithResource(rb.Emit()))
+}
+
+func (a *Aggregator) emitDevice(now pcommon.Timestamp, _ uint32, dev uint16, keys []key) {
+	devName := deviceName(dev)
+	a.scratch = a.scratch[:0]
+	for _, k := range keys {
+		v := a.vals[a.slots[k]]
+		switch k.kind {
+		case cuptiwire.RecordKindKernel:
+			a.scratch = append(a.scratch, seriesTotal{series: k.series, v: v})
+		case cuptiwire.RecordKindMemcpy:
+			kind := memcpyKind(k.sub)
+			a.mb.RecordInferprofGpuMemcpyDurationDataPoint(now, seconds(v.dur), kind, devName)
+			a.mb.RecordInferprofGpuMemcpyBytesDataPoint(now, int64(v.bytes), kind, devName)
+		case cuptiwire.RecordKindMemset:
+			kind := memoryKind(k.sub)
+			a.mb.RecordInferprofGpuMemsetDurationDataPoint(now, seconds(v.dur), kind, devName)
+			a.mb.RecordInferprofGpuMemsetBytesDataPoint(now, int64(v.bytes), kind, devName)
+		case cuptiwire.RecordKindSync:
+			a.mb.RecordInferprofGpuSyncDurationDataPoint(now, seconds(v.dur), syncKind(k.sub), devName)
+		case cuptiwire.RecordKindGraph:
+			a.mb.RecordInferprofGpuGraphDurationDataPoint(now, seconds(v.dur), devName)
+		}
+	}
+	// The longest kernels keep their own series; the rest are summed per
+	// category so category totals stay exact.
+	slices.SortFunc(a.scratch, func(x, y seriesTotal) int {
+		return cmp.Or(cmp.Compare(y.v.dur, x.v.dur), cmp.Compare(x.series, y.series))
+	})
+	var other map[string]value
+	for i, st := range a.scratch {
+		s := a.series[st.series]
+		if i < a.top && st.series != overflowSeries {
+			a.mb.RecordInferprofGpuKernelDurationDataPoint(now, seconds(st.v.dur), s.name, s.category, devName)
+			a.mb.RecordInferprofGpuKernelCountDataPoint(now, int64(st.v.count), s.name, s.category, devName)
+			continue
+		}
+		if other == nil {
+			other = map[string]value{}
+		}
+		o := other[s.category]
+		o.dur += st.v.dur
+		o.count += st.v.count
+		other[s.category] = o
+	}
+	cats := make([]string, 0, len(other))
+	for c := range other {
+		cats = append(cats, c)
+	}
+	slices.Sort(cats)
+	for _, c := range cats {
+		o := other[c]
+		a.mb.RecordInferprofGpuKernelDurationDataPoint(now, seconds(o.dur), OtherKernel, c, devName)
+		a.mb.RecordInferprofGpuKernelCountDataPoint(now, int64(o.count), OtherKernel, c, devName)
+	}
+}
+
+func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
+
+// deviceName is the hw.id value; the few first ordinals are preformatted.
+func deviceName(d uint16) string {
+	if d == cuptiwire.DeviceUnknown {
+		return "unknown"
+	}
+	if int(d) < len(deviceNames) {
+		return deviceNames[d]
+	}
+	return strconv.Itoa(int(d))
+}
+
+var deviceNames = func() []string {
+	s := make([]string, 64)
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+// The generated enums are CUPTI's numbering plus one; values a newer CUPTI
+// adds fall back to unknown.
+func memcpyKind(sub uint8) metadata.AttributeMemcpyKind {
+	if sub > 10 {
+		return metadata.AttributeMemcpyKindUnknown
+	}
+	return metadata.AttributeMemcpyKind(sub + 1)
+}
+
+func memoryKind(sub uint8) metadata.AttributeMemoryKind {
+	if sub > 7 {
+		return metadata.AttributeMemoryKindUnknown
+	}
+	return metadata.AttributeMemoryKind(sub + 1)
+}
+
+func syncKind(sub uint8) metadata.AttributeSyncKind {
+	if sub > 4 {
+		return metadata.AttributeSyncKindUnknown
+	}
+	return metadata.AttributeSyncKind(sub + 1)
+}

@@ -1,0 +1,242 @@
+package aggregate
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/kernelclass"
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
+)
+
+func newAgg(t testing.TB, top int, limits Limits) *Aggregator {
+	t.Helper()
+	mb := metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
+	return New(kernelclass.Default, limits, top, mb, pcommon.Timestamp(1))
+}
+
+// point is one flattened data point.
+type point struct {
+	metric string
+	attrs  map[string]any
+	value  float64
+	res    map[string]any
+}
+
+func flatten(m pmetric.Metrics) []point {
+	var out []point
+	for i := 0; i < m.ResourceMetrics().Len(); i++ {
+		rm := m.ResourceMetrics().At(i)
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				mt := ms.At(k)
+				dps := mt.Sum().DataPoints()
+				for l := 0; l < dps.Len(); l++ {
+					dp := dps.At(l)
+					v := dp.DoubleValue()
+					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+						v = float64(dp.IntValue())
+					}
+					out = append(out, point{mt.Name(), dp.Attributes().AsRaw(), v, rm.Resource().Attributes().AsRaw()})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func find(ps []point, metric string, attrs map[string]any) (float64, bool) {
+	for _, p := range ps {
+		if p.metric != metric {
+			continue
+		}
+		match := true
+		for k, v := range attrs {
+			if p.attrs[k] != v {
+				match = false
+			}
+		}
+		if match {
+			return p.value, true
+		}
+	}
+	return 0, false
+}
+
+func TestTopKernelsAndOtherPerCategory(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 2, DefaultLimits)
+	src, ok := a.Source(Source{Kind: SourceKindCUPTI, Host: "h", PID: 7})
+	require.True(t, ok)
+	ids := []uint32{
+		0,
+		a.Kernel([]byte("void flash::flash_fwd_kernel<1>(int)")),      // attention, 3000 ns
+		a.Kernel([]byte("ampere_sgemm_128x64_tn")),                    // gemm, 2000 ns
+		a.Kernel([]byte("void vllm::rms_norm_kernel<float>(float*)")), // normalization, 500 ns
+		a.Kernel([]byte("void vllm::rms_norm_kernel<half>(half*)")),   // same short name and category
+		a.Kernel([]byte("ampere_hgemm_64x64_nn")),                     // gemm, 100 ns
+	}
+	assert.Equal(t, ids[3], ids[4], "instantiations share a series")
+	recs := []cuptiwire.Record{
+		{Kind: cuptiwire.RecordKindKernel, Device: 0, Name: 1, Start: 0, End: 3000},
+		{Kind: cuptiwire.RecordKindKernel, Device: 0, Name: 2, Start: 3000, End: 5000},
+		{Kind: cuptiwire.RecordKindKernel, Device: 0, Name: 3, Start: 5000, End: 5300},
+		{Kind: cuptiwire.RecordKindKernel, Device: 0, Name: 4, Start: 6000, End: 6200},
+		{Kind: cuptiwire.RecordKindKernel, Device: 0, Name: 5, Start: 7000, End: 7100},
+		{Kind: cuptiwire.RecordKindKernel, Device: 1, Name: 5, Start: 0, End: 50},
+	}
+	require.Zero(t, a.Add(src, recs, ids, NewCache()))
+	ps := flatten(a.Flush(pcommon.Timestamp(10)))
+
+	get := func(name, cat, dev string) float64 {
+		v, ok := find(ps, names.MetricKernelDuration, map[string]any{names.AttrKernelName: name, names.AttrKernelCategory: cat, names.AttrDeviceID: dev})
+		require.True(t, ok, "%s/%s/%s", name, cat, dev)
+		return v
+	}
+	assert.InDelta(t, 3000e-9, get("flash::flash_fwd_kernel", "attention", "0"), 1e-15)
+	assert.InDelta(t, 2000e-9, get("ampere_sgemm_128x64_tn", "gemm", "0"), 1e-15)
+	assert.InDelta(t, 500e-9, get("other", "normalization", "0"), 1e-15)
+	assert.InDelta(t, 100e-9, get("other", "gemm", "0"), 1e-15)
+	assert.InDelta(t, 50e-9, get("ampere_hgemm_64x64_nn", "gemm", "1"), 1e-15, "device 1 has its own top list")
+	n, ok := find(ps, names.MetricKernelCount, map[string]any{names.AttrKernelName: "other", names.AttrKernelCategory: "normalization"})
+	require.True(t, ok)
+	assert.Equal(t, 2.0, n)
+	assert.Equal(t, map[string]any{"host.name": "h", "process.pid": int64(7), "inferprof.activity.source": "cupti"}, ps[0].res)
+
+	// Delta: the next flush starts from zero.
+	assert.Zero(t, a.Flush(pcommon.Timestamp(20)).DataPointCount())
+}
+
+func TestBusyTimeIsTheUnion(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, DefaultLimits)
+	src, _ := a.Source(Source{Kind: SourceKindKineto})
+	k := []uint32{0, a.Kernel([]byte("k"))}
+	recs := []cuptiwire.Record{
+		{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 0, End: 100},
+		{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 50, End: 150}, // overlaps: +50
+		{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 60, End: 70},  // inside: +0
+		{Kind: cuptiwire.RecordKindMemcpy, Sub: 1, Start: 200, End: 250, Bytes: 10},
+		{Kind: cuptiwire.RecordKindSync, Sub: 3, Start: 300, End: 400}, // host wait: not busy
+	}
+	a.Add(src, recs, k, NewCache())
+	ps := flatten(a.Flush(5))
+	busy, ok := find(ps, "inferprof.gpu.busy.time", map[string]any{names.AttrDeviceID: "0"})
+	require.True(t, ok)
+	assert.InDelta(t, 200e-9, busy, 1e-15)
+	b, ok := find(ps, "inferprof.gpu.memcpy.bytes", map[string]any{"inferprof.gpu.memcpy.kind": "host_to_device"})
+	require.True(t, ok)
+	assert.Equal(t, 10.0, b)
+	s, ok := find(ps, "inferprof.gpu.sync.duration", map[string]any{"inferprof.gpu.sync.kind": "stream"})
+	require.True(t, ok)
+	assert.InDelta(t, 100e-9, s, 1e-15)
+	assert.Equal(t, "kineto", ps[0].res["inferprof.activity.source"])
+}
+
+func TestLimitsDropAndCount(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, Limits{MaxNames: 1, MaxSources: 1, MaxKeys: 1})
+	src, ok := a.Source(Source{PID: 1})
+	require.True(t, ok)
+	_, ok = a.Source(Source{PID: 2})
+	assert.False(t, ok, "source table full")
+	first := a.Kernel([]byte("a"))
+	assert.Equal(t, uint32(overflowSeries), a.Kernel([]byte("b")), "name table full maps to other")
+	assert.NotEqual(t, first, a.Kernel([]byte("b")))
+	dropped := a.Add(src, []cuptiwire.Record{
+		{Kind: cuptiwire.RecordKindKernel, Name: 1, End: 1},
+		{Kind: cuptiwire.RecordKindMemcpy, End: 1},
+	}, []uint32{0, first}, NewCache())
+	assert.Equal(t, 1, dropped)
+	recs, drops := a.Stats()
+	assert.Equal(t, uint64(1), recs)
+	assert.Equal(t, uint64(1), drops)
+}
+
+func TestAddAllocatesNothing(t *testing.T) {
+	a := newAgg(t, 10, DefaultLimits)
+	src, _ := a.Source(Source{PID: 1})
+	k := []uint32{0, a.Kernel([]byte("x")), a.Kernel([]byte("y"))}
+	recs := make([]cuptiwire.Record, 512)
+	for i := range recs {
+		recs[i] = cuptiwire.Record{Kind: cuptiwire.RecordKindKernel, Name: uint32(1 + i%2), Device: uint16(i % 4), Start: uint64(i * 10), End: uint64(i*10 + 5)}
+	}
+	c := NewCache()
+	a.Add(src, recs, k, c)
+	assert.Zero(t, testing.AllocsPerRun(50, func() { a.Add(src, recs, k, c) }))
+	// After a flush the slots are rebuilt from the same memory.
+	a.Flush(2)
+	a.Add(src, recs, k, c)
+	a.Flush(3)
+	assert.Zero(t, testing.AllocsPerRun(50, func() { a.Add(src, recs, k, c) }))
+}
+
+// Engines restart with new pids: a released source is forgotten after the
+// flush that emitted its data, so the table never fills up.
+func TestReleasedSourcesArePruned(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, Limits{MaxNames: 10, MaxSources: 2, MaxKeys: 100})
+	k := []uint32{0, a.Kernel([]byte("k"))}
+	for pid := range uint32(20) {
+		src, ok := a.Source(Source{PID: pid})
+		require.True(t, ok, "pid %d", pid)
+		a.Add(src, []cuptiwire.Record{{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 1, End: 2}}, k, NewCache())
+		a.Release(src)
+		ps := flatten(a.Flush(pcommon.Timestamp(pid + 2)))
+		require.NotEmpty(t, ps)
+		assert.Equal(t, int64(pid), ps[0].res["process.pid"], "data emitted under its own pid before pruning")
+		assert.Zero(t, a.Sources())
+	}
+	held, ok := a.Source(Source{PID: 100})
+	require.True(t, ok)
+	a.Flush(100)
+	assert.Equal(t, 1, a.Sources(), "a held source stays")
+	again, ok := a.Source(Source{PID: 100})
+	require.True(t, ok)
+	assert.Equal(t, held, again)
+}
+
+// The generated metric and attribute names are the shared ones in
+// internal/names, which the graphsignal exporter reads.
+func TestNamesMatchSharedConstants(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, DefaultLimits)
+	src, _ := a.Source(Source{PID: 1})
+	k := []uint32{0, a.Kernel([]byte("k"))}
+	a.Add(src, []cuptiwire.Record{
+		{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 1, End: 2},
+		{Kind: cuptiwire.RecordKindMemcpy, Start: 1, End: 2, Bytes: 1},
+		{Kind: cuptiwire.RecordKindMemset, Start: 1, End: 2, Bytes: 1},
+		{Kind: cuptiwire.RecordKindSync, Start: 1, End: 2},
+		{Kind: cuptiwire.RecordKindGraph, Start: 1, End: 2},
+	}, k, NewCache())
+	got := map[string]map[string]bool{}
+	for _, p := range flatten(a.Flush(3)) {
+		if got[p.metric] == nil {
+			got[p.metric] = map[string]bool{}
+		}
+		for attr := range p.attrs {
+			got[p.metric][attr] = true
+		}
+	}
+	dev := names.AttrDeviceID
+	want := map[string]map[string]bool{
+		names.MetricKernelDuration: {names.AttrKernelName: true, names.AttrKernelCategory: true, dev: true},
+		names.MetricKernelCount:    {names.AttrKernelName: true, names.AttrKernelCategory: true, dev: true},
+		names.MetricMemcpyDuration: {names.AttrMemcpyKind: true, dev: true},
+		names.MetricMemcpyBytes:    {names.AttrMemcpyKind: true, dev: true},
+		names.MetricMemsetDuration: {names.AttrMemoryKind: true, dev: true},
+		names.MetricMemsetBytes:    {names.AttrMemoryKind: true, dev: true},
+		names.MetricSyncDuration:   {names.AttrSyncKind: true, dev: true},
+		names.MetricGraphDuration:  {dev: true},
+		names.MetricGPUBusyTime:    {dev: true},
+	}
+	assert.Equal(t, want, got)
+}

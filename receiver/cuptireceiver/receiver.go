@@ -1,0 +1,439 @@
+package cuptireceiver // import "github.com/inferprof/inferprof/receiver/cuptireceiver"
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/receiver"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/kernelclass"
+	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/aggregate"
+	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/kineto"
+	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
+)
+
+// readBufferSize is each connection's read buffer: a few records frames.
+const readBufferSize = 64 << 10
+
+// maxTrackedFiles bounds the Kineto reader's memory of files already read.
+const maxTrackedFiles = 10000
+
+var errSourcesFull = errors.New("source table full")
+
+type cuptiReceiver struct {
+	set receiver.Settings
+	cfg *Config
+	// nextMetrics and nextTraces are set by the factory before Start.
+	nextMetrics consumer.Metrics
+	nextTraces  consumer.Traces
+	release     func() // forgets the shared instance at Shutdown
+	started     bool
+	tb          *metadata.TelemetryBuilder
+	agg         *aggregate.Aggregator
+	badLog      *zap.Logger // sampled: a reconnecting bad client cannot flood the log
+	now         func() time.Time
+	host        component.Host
+	ln          net.Listener
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	mu          sync.Mutex
+	conns       map[net.Conn]struct{}
+	stopping    bool
+	files       map[string]fileState // Kineto files seen, by path
+	lastRec     uint64               // aggregator record count at the last flush
+	lastDrop    uint64
+	shutOnce    sync.Once
+}
+
+type fileState struct {
+	size  int64
+	mtime time.Time
+	done  bool
+}
+
+func newReceiver(set receiver.Settings, cfg *Config) (*cuptiReceiver, error) {
+	classes, err := kernelclass.New(cfg.rules())
+	if err != nil {
+		return nil, fmt.Errorf("kernel_categories: %w", err)
+	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	r := &cuptiReceiver{
+		set:   set,
+		cfg:   cfg,
+		tb:    tb,
+		now:   time.Now,
+		conns: map[net.Conn]struct{}{},
+		files: map[string]fileState{},
+		badLog: set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return zapcore.NewSamplerWithOptions(c, time.Second, 5, 0)
+		})),
+	}
+	mb := metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set)
+	r.agg = aggregate.New(classes, aggregate.DefaultLimits, cfg.TopKernels, mb, pcommon.NewTimestampFromTime(r.now()))
+	return r, nil
+}
+
+// enableSpans turns span sampling on only when a traces pipeline asked for
+// the receiver and the config enables it.
+func (r *cuptiReceiver) enableSpans() {
+	if r.nextTraces != nil && r.cfg.Spans.Enabled {
+		r.agg.EnableSpans(r.cfg.Spans.SamplingRatio, r.cfg.Spans.MaxPerInterval)
+	}
+}
+
+// Start opens the socket and starts the accept and flush loops.
+func (r *cuptiReceiver) Start(_ context.Context, host component.Host) error {
+	r.mu.Lock()
+	if r.started {
+		r.mu.Unlock()
+		return nil // the other pipeline of a shared receiver started it
+	}
+	r.started = true
+	r.mu.Unlock()
+	r.host = host
+	r.enableSpans()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	if r.cfg.Endpoint != "" {
+		ln, err := listen(r.cfg.Endpoint)
+		if err != nil {
+			cancel()
+			return err
+		}
+		r.ln = ln
+		r.wg.Go(func() { r.accept(ctx) })
+	}
+	r.wg.Go(func() { r.flushLoop(ctx) })
+	r.set.Logger.Info("cupti receiver started",
+		zap.String("endpoint", r.cfg.Endpoint),
+		zap.String("kineto.directory", r.cfg.Kineto.Directory),
+		zap.Duration("collection_interval", r.cfg.CollectionInterval))
+	return nil
+}
+
+// listen opens the Unix socket in a private folder. A stale socket file left
+// by a crashed collector is removed; a live one is an error.
+func listen(path string) (net.Listener, error) {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create socket folder %s: %w", dir, err)
+		}
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("endpoint %s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("endpoint %s: another process is listening", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("chmod socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+func (r *cuptiReceiver) accept(ctx context.Context) {
+	var delay time.Duration // backoff on accept errors such as EMFILE, as net/http does
+	for {
+		conn, err := r.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			componentstatus.ReportStatus(r.host, componentstatus.NewRecoverableErrorEvent(fmt.Errorf("accept: %w", err)))
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			continue
+		}
+		delay = 0
+		r.mu.Lock()
+		if r.stopping || len(r.conns) >= r.cfg.MaxConnections {
+			r.mu.Unlock()
+			_ = conn.Close()
+			r.tb.ReceiverCuptiConnectionsRejected.Add(ctx, 1)
+			r.badLog.Warn("cupti connection rejected: max_connections reached", zap.Int("max_connections", r.cfg.MaxConnections))
+			continue
+		}
+		r.conns[conn] = struct{}{}
+		r.mu.Unlock()
+		r.tb.ReceiverCuptiConnections.Add(ctx, 1)
+		r.wg.Go(func() { r.serve(ctx, conn) })
+	}
+}
+
+func (r *cuptiReceiver) serve(ctx context.Context, conn net.Conn) {
+	h := &connHandler{agg: r.agg, tb: r.tb, ctx: ctx}
+	defer func() {
+		r.mu.Lock()
+		delete(r.conns, conn)
+		r.mu.Unlock()
+		_ = conn.Close()
+		if h.held {
+			r.agg.Release(h.srcIdx)
+		}
+	}()
+	err := cuptiwire.NewDecoder(bufio.NewReaderSize(conn, readBufferSize), h).Run()
+	if err == nil || ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	if isBadInput(err) {
+		r.tb.ReceiverCuptiBadConnections.Add(ctx, 1)
+		r.badLog.Warn("cupti connection dropped: bad input", zap.Uint32("pid", h.src.PID), zap.String("host", h.src.Host), zap.Error(err))
+		return
+	}
+	r.badLog.Info("cupti connection closed", zap.Uint32("pid", h.src.PID), zap.Error(err))
+}
+
+func isBadInput(err error) bool {
+	for _, e := range []error{
+		io.ErrUnexpectedEOF, cuptiwire.ErrBadMagic, cuptiwire.ErrBadVersion, cuptiwire.ErrFrameTooLarge,
+		cuptiwire.ErrUnknownFrame, cuptiwire.ErrBadPayload, cuptiwire.ErrUnknownRecord, cuptiwire.ErrUndefinedName,
+		cuptiwire.ErrHelloMissing, cuptiwire.ErrBadTimestamps, cuptiwire.ErrStringIDBounds, errSourcesFull,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// connHandler is one connection's state: its source and the map from its
+// string ids to the aggregator's kernel series.
+type connHandler struct {
+	agg     *aggregate.Aggregator
+	tb      *metadata.TelemetryBuilder
+	ctx     context.Context
+	src     aggregate.Source
+	srcIdx  uint32
+	held    bool     // srcIdx is held and must be released
+	kernels []uint32 // string id → series index
+	cache   *aggregate.Cache
+	stats   cuptiwire.Stats
+}
+
+func (h *connHandler) Hello(hl cuptiwire.Hello) error {
+	h.src = aggregate.Source{Kind: aggregate.SourceKindCUPTI, Host: string(hl.Host), PID: hl.PID}
+	idx, ok := h.agg.Source(h.src)
+	if !ok {
+		return fmt.Errorf("pid %d: %w", hl.PID, errSourcesFull)
+	}
+	h.srcIdx, h.held = idx, true
+	return nil
+}
+
+func (h *connHandler) String(id uint32, s []byte) error {
+	if int(id) >= len(h.kernels) {
+		h.kernels = append(h.kernels, make([]uint32, int(id)+1-len(h.kernels))...)
+	}
+	h.kernels[id] = h.agg.Kernel(s)
+	return nil
+}
+
+func (h *connHandler) Records(recs []cuptiwire.Record) error {
+	if h.cache == nil {
+		h.cache = aggregate.NewCache()
+	}
+	h.agg.Add(h.srcIdx, recs, h.kernels, h.cache)
+	return nil
+}
+
+// Stats turns the library's cumulative counters into counter increments.
+func (h *connHandler) Stats(s cuptiwire.Stats) error {
+	if d := s.DroppedRecords - h.stats.DroppedRecords; s.DroppedRecords > h.stats.DroppedRecords && h.tb != nil {
+		h.tb.ReceiverCuptiEngineDroppedRecords.Add(h.ctx, int64(d))
+	}
+	if d := s.CUPTIDropped - h.stats.CUPTIDropped; s.CUPTIDropped > h.stats.CUPTIDropped && h.tb != nil {
+		h.tb.ReceiverCuptiCuptiDroppedRecords.Add(h.ctx, int64(d))
+	}
+	h.stats = s
+	return nil
+}
+
+func (r *cuptiReceiver) flushLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.CollectionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.scanKineto(ctx)
+			r.flush(ctx)
+		}
+	}
+}
+
+// flush emits the sums; the consumer is called outside the aggregator lock.
+func (r *cuptiReceiver) flush(ctx context.Context) {
+	// Spans first: Flush forgets sources whose connections closed.
+	if r.nextTraces != nil {
+		if td := r.agg.FlushSpans(); td.SpanCount() > 0 {
+			if err := r.nextTraces.ConsumeTraces(ctx, td); err != nil {
+				r.badLog.Warn("cupti kernel spans refused by the next consumer", zap.Int("spans", td.SpanCount()), zap.Error(err))
+			}
+		}
+	}
+	m := r.agg.Flush(pcommon.NewTimestampFromTime(r.now()))
+	recs, dropped := r.agg.Stats()
+	r.tb.ReceiverCuptiRecords.Add(ctx, int64(recs-r.lastRec))
+	r.tb.ReceiverCuptiDroppedRecords.Add(ctx, int64(dropped-r.lastDrop))
+	r.lastRec, r.lastDrop = recs, dropped
+	if m.DataPointCount() > 0 && r.nextMetrics != nil {
+		if err := r.nextMetrics.ConsumeMetrics(ctx, m); err != nil {
+			r.badLog.Warn("cupti metrics refused by the next consumer", zap.Int("data_points", m.DataPointCount()), zap.Error(err))
+		}
+	}
+}
+
+// scanKineto reads trace files whose size and modification time held still
+// since the previous scan, so a file still being written is left alone.
+func (r *cuptiReceiver) scanKineto(ctx context.Context) {
+	dir := r.cfg.Kineto.Directory
+	if dir == "" {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		r.badLog.Warn("cannot read kineto.directory", zap.String("directory", dir), zap.Error(err))
+		return
+	}
+	var paths []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && (strings.HasSuffix(n, ".json") || strings.HasSuffix(n, ".json.gz")) {
+			paths = append(paths, filepath.Join(dir, n))
+		}
+	}
+	sort.Strings(paths)
+	present := make(map[string]struct{}, len(paths))
+	for _, p := range paths {
+		present[p] = struct{}{}
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		prev, seen := r.files[p]
+		cur := fileState{size: fi.Size(), mtime: fi.ModTime()}
+		switch {
+		case seen && prev.done && prev.size == cur.size && prev.mtime.Equal(cur.mtime):
+			continue
+		case !seen || prev.size != cur.size || !prev.mtime.Equal(cur.mtime):
+			if len(r.files) < maxTrackedFiles || seen {
+				r.files[p] = cur
+			}
+			continue
+		}
+		cur.done = true
+		r.files[p] = cur
+		r.readTrace(ctx, p)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+	for p := range r.files {
+		if _, ok := present[p]; !ok {
+			delete(r.files, p)
+		}
+	}
+}
+
+func (r *cuptiReceiver) readTrace(ctx context.Context, path string) {
+	t, err := kineto.ReadFile(path)
+	if err != nil {
+		r.tb.ReceiverCuptiBadTraceFiles.Add(ctx, 1)
+		r.badLog.Warn("kineto trace skipped: not a valid trace", zap.String("file", path), zap.Error(err))
+		return
+	}
+	r.tb.ReceiverCuptiTraceFiles.Add(ctx, 1)
+	addTrace(r.agg, t)
+}
+
+// addTrace feeds a decoded Kineto trace into the aggregator in batches, so
+// the lock is never held for a whole file.
+func addTrace(agg *aggregate.Aggregator, t *kineto.Trace) {
+	src, ok := agg.Source(aggregate.Source{Kind: aggregate.SourceKindKineto})
+	if !ok {
+		return
+	}
+	defer agg.Release(src)
+	kernels := make([]uint32, len(t.Names)+1)
+	for i, n := range t.Names {
+		kernels[i+1] = agg.Kernel([]byte(n))
+	}
+	const batch = 4096
+	c := aggregate.NewCache()
+	for i := 0; i < len(t.Records); i += batch {
+		agg.Add(src, t.Records[i:min(i+batch, len(t.Records))], kernels, c)
+	}
+}
+
+// Shutdown stops accepting, closes every connection, waits for the loops
+// and flushes what was summed so nothing received is lost.
+func (r *cuptiReceiver) Shutdown(ctx context.Context) error {
+	var err error
+	r.shutOnce.Do(func() {
+		if r.release != nil {
+			r.release()
+		}
+		if r.cancel == nil {
+			return
+		}
+		r.mu.Lock()
+		r.stopping = true
+		for c := range r.conns {
+			_ = c.Close()
+		}
+		r.mu.Unlock()
+		r.cancel()
+		if r.ln != nil {
+			_ = r.ln.Close()
+		}
+		done := make(chan struct{})
+		go func() { r.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+			return
+		}
+		r.flush(ctx)
+		r.tb.Shutdown()
+		r.set.Logger.Info("cupti receiver stopped")
+	})
+	return err
+}
