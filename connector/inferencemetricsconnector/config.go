@@ -1,0 +1,174 @@
+package inferencemetricsconnector // import "github.com/inferprof/inferprof/connector/inferencemetricsconnector"
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/inferprof/inferprof/connector/inferencemetricsconnector/internal/aggregate"
+)
+
+// Temporality is the aggregation temporality of the emitted metrics.
+type Temporality string
+
+const (
+	// TemporalityCumulative: every flush reports totals since the series began.
+	TemporalityCumulative Temporality = "cumulative"
+	// TemporalityDelta: every flush reports what happened since the last one.
+	TemporalityDelta Temporality = "delta"
+)
+
+// UnmarshalText accepts cumulative and delta, and span_metrics' spellings
+// AGGREGATION_TEMPORALITY_CUMULATIVE and AGGREGATION_TEMPORALITY_DELTA so its
+// configs carry over.
+func (t *Temporality) UnmarshalText(text []byte) error {
+	switch strings.ToLower(strings.TrimPrefix(strings.ToUpper(string(text)), "AGGREGATION_TEMPORALITY_")) {
+	case string(TemporalityCumulative):
+		*t = TemporalityCumulative
+	case string(TemporalityDelta):
+		*t = TemporalityDelta
+	default:
+		return fmt.Errorf("unknown aggregation_temporality %q: use cumulative or delta", text)
+	}
+	return nil
+}
+
+// Dimension adds one attribute to every request series, read from the span,
+// else from the resource, else Default.
+type Dimension struct {
+	// Name is the attribute key.
+	Name string `mapstructure:"name"`
+	// Default is used when neither the span nor the resource has the
+	// attribute; nil leaves the attribute out.
+	Default *string `mapstructure:"default"`
+	_       struct{}
+}
+
+// ExemplarsConfig controls the exemplars attached to latency histograms.
+type ExemplarsConfig struct {
+	// Enabled attaches trace and span ids of observed requests. Default true.
+	Enabled bool `mapstructure:"enabled"`
+	// MaxPerDataPoint is how many exemplars each data point keeps per flush:
+	// the largest values seen. Default 5; must be positive when enabled.
+	MaxPerDataPoint int `mapstructure:"max_per_data_point"`
+	_               struct{}
+}
+
+// GoodputConfig holds the targets a successful request must meet to count in
+// inferprof.server.goodput (DistServe's definition, as in vllm bench serve).
+type GoodputConfig struct {
+	// TimeToFirstToken is the TTFT target. Default 2s; 0 means no target.
+	TimeToFirstToken time.Duration `mapstructure:"time_to_first_token"`
+	// TimePerOutputToken is the TPOT target. Default 100ms; 0 means no target.
+	// Requests with fewer than 2 output tokens meet it.
+	TimePerOutputToken time.Duration `mapstructure:"time_per_output_token"`
+	// E2E is the request duration target. Default 0: no target.
+	E2E time.Duration `mapstructure:"e2e"`
+	_   struct{}
+}
+
+// MetricConfig switches one metric on or off.
+type MetricConfig struct {
+	// Enabled emits the metric. Every metric is enabled by default.
+	Enabled bool `mapstructure:"enabled"`
+	_       struct{}
+}
+
+// Config is the inference_metrics connector's configuration.
+type Config struct {
+	// MetricsFlushInterval is how often metrics are emitted. Default 15s; must
+	// be positive.
+	MetricsFlushInterval time.Duration `mapstructure:"metrics_flush_interval"`
+	// AggregationTemporality is cumulative (default) or delta.
+	AggregationTemporality Temporality `mapstructure:"aggregation_temporality"`
+	// AggregationCardinalityLimit is the most series (resource and dimension
+	// sets) held. Past it, spans go into one overflow series marked
+	// otel.metric.overflow=true, and are counted. Default 5000; must be positive.
+	AggregationCardinalityLimit int `mapstructure:"aggregation_cardinality_limit"`
+	// MetricsExpiration drops a cumulative series that has seen no span for
+	// this long. Default 0: never. Delta series not updated for a whole
+	// interval are always dropped.
+	MetricsExpiration time.Duration `mapstructure:"metrics_expiration"`
+	// Dimensions are added to the request series' semconv attributes. Empty
+	// by default.
+	Dimensions []Dimension `mapstructure:"dimensions"`
+	// Exemplars on the latency histograms.
+	Exemplars ExemplarsConfig `mapstructure:"exemplars"`
+	// Goodput targets.
+	Goodput GoodputConfig `mapstructure:"goodput"`
+	// Metrics switches metrics off by name, e.g.
+	// `inferprof.server.other.duration: {enabled: false}`. Empty by default.
+	Metrics map[string]MetricConfig `mapstructure:"metrics"`
+	_       struct{}
+}
+
+var _ component.Config = (*Config)(nil)
+
+// semconvDimensions are the attributes every request series carries already.
+var semconvDimensions = []string{"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "error.type"}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.MetricsFlushInterval <= 0 {
+		errs = append(errs, fmt.Errorf("metrics_flush_interval must be positive, got %s", c.MetricsFlushInterval))
+	}
+	switch c.AggregationTemporality {
+	case TemporalityCumulative, TemporalityDelta:
+	default:
+		errs = append(errs, fmt.Errorf("aggregation_temporality must be cumulative or delta, got %q", c.AggregationTemporality))
+	}
+	if c.AggregationCardinalityLimit <= 0 {
+		errs = append(errs, fmt.Errorf("aggregation_cardinality_limit must be positive, got %d", c.AggregationCardinalityLimit))
+	}
+	if c.MetricsExpiration < 0 {
+		errs = append(errs, fmt.Errorf("metrics_expiration must not be negative, got %s", c.MetricsExpiration))
+	}
+	if c.Exemplars.Enabled && c.Exemplars.MaxPerDataPoint <= 0 {
+		errs = append(errs, fmt.Errorf("exemplars.max_per_data_point must be positive when exemplars are enabled, got %d", c.Exemplars.MaxPerDataPoint))
+	}
+	if c.Goodput.TimeToFirstToken < 0 || c.Goodput.TimePerOutputToken < 0 || c.Goodput.E2E < 0 {
+		errs = append(errs, errors.New("goodput targets must not be negative"))
+	}
+	seen := map[string]bool{}
+	for _, d := range semconvDimensions {
+		seen[d] = true
+	}
+	for i, d := range c.Dimensions {
+		switch {
+		case d.Name == "":
+			errs = append(errs, fmt.Errorf("dimensions[%d].name must be set", i))
+		case seen[d.Name]:
+			errs = append(errs, fmt.Errorf("dimensions[%d]: %q is duplicated or already a default dimension", i, d.Name))
+		}
+		seen[d.Name] = true
+	}
+	for name := range c.Metrics {
+		if !knownMetric(name) {
+			errs = append(errs, fmt.Errorf("metrics: unknown metric %q", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func knownMetric(name string) bool {
+	for _, s := range aggregate.Specs {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) disabledMetrics() map[string]bool {
+	d := map[string]bool{}
+	for name, m := range c.Metrics {
+		if !m.Enabled {
+			d[name] = true
+		}
+	}
+	return d
+}

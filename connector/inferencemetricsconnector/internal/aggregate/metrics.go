@@ -1,0 +1,221 @@
+package aggregate
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/inferprof/inferprof/internal/names"
+)
+
+// Bucket boundaries. The gen_ai.server.* ones are the GenAI semantic
+// conventions' advice (v1.41.0); the rest are ours, documented in metadata.yaml.
+var (
+	BoundsTTFT            = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
+	BoundsTPOT            = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+	BoundsRequestDuration = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	// Phases can be far shorter than a whole request, so they start at 1 ms.
+	BoundsPhase = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	// Token gaps and steps are a few to tens of milliseconds on current GPUs;
+	// the semconv TPOT buckets would put most of them in two buckets.
+	BoundsITL          = []float64{0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+	BoundsStepDuration = BoundsITL
+	BoundsTokens       = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	BoundsBatchSize    = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	BoundsStepTokens   = []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+)
+
+// Spec describes one emitted metric. Descriptions and units match
+// metadata.yaml (a test checks it).
+type Spec struct {
+	Name, Description, Unit string
+	kind                    Kind
+	skipErrors              bool // the metric has no error.type: failed requests are left out
+	hists                   []histPart
+	sums                    []sumPart
+}
+
+type histPart struct {
+	tokenType string
+	get       func(*Series) *Histogram
+}
+
+type sumPart struct {
+	tokenType string
+	get       func(*Series) uint64
+}
+
+func reqHist(get func(*RequestStats) *Histogram) []histPart {
+	return []histPart{{get: func(s *Series) *Histogram { return get(s.Req) }}}
+}
+
+func stepHist(get func(*StepStats) *Histogram) []histPart {
+	return []histPart{{get: func(s *Series) *Histogram { return get(s.Step) }}}
+}
+
+// Specs lists every metric the connector emits, in output order.
+var Specs = []Spec{
+	{
+		Name: names.MetricTimeToFirstToken, Unit: "s", kind: KindRequest, skipErrors: true,
+		Description: "Time from the request's arrival to its first output token, for successful requests (gen_ai.latency.time_to_first_token).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.TTFT }),
+	},
+	{
+		Name: names.MetricTimePerOutputToken, Unit: "s", kind: KindRequest, skipErrors: true,
+		Description: "Decode time divided by output tokens after the first, per successful request with at least 2 output tokens (gen_ai.latency.time_per_output_token).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.TPOT }),
+	},
+	{
+		Name: names.MetricRequestDuration, Unit: "s", kind: KindRequest,
+		Description: "Time from the request's arrival to its last output token (gen_ai.latency.e2e, else the span's duration), failed requests included with error.type.",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.Duration }),
+	},
+	{
+		Name: names.MetricQueueDuration, Unit: "s", kind: KindRequest,
+		Description: "Time a request waited in the engine's queue before it was first scheduled (gen_ai.latency.time_in_queue).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.Queue }),
+	},
+	{
+		Name: names.MetricPrefillDuration, Unit: "s", kind: KindRequest,
+		Description: "Time from first scheduling to the first token (gen_ai.latency.time_in_model_prefill).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.Prefill }),
+	},
+	{
+		Name: names.MetricDecodeDuration, Unit: "s", kind: KindRequest,
+		Description: "Time from the first to the last output token (gen_ai.latency.time_in_model_decode).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.Decode }),
+	},
+	{
+		Name: names.MetricOtherDuration, Unit: "s", kind: KindRequest,
+		Description: "The rest of a request's time outside queue, prefill and decode - tokenisation, detokenisation, the frontend (inferprof.latency.time_in_other).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.Other }),
+	},
+	{
+		Name: names.MetricTokenUsage, Unit: "{token}", kind: KindRequest,
+		Description: "Tokens per request, read (input) or generated (output); the server-side twin of gen_ai.client.token.usage.",
+		hists: []histPart{
+			{tokenType: "input", get: func(s *Series) *Histogram { return &s.Req.InputTokens }},
+			{tokenType: "output", get: func(s *Series) *Histogram { return &s.Req.OutputTokens }},
+		},
+	},
+	{
+		Name: names.MetricTokens, Unit: "{token}", kind: KindRequest,
+		Description: "Tokens read (input) or generated (output), summed over requests.",
+		sums: []sumPart{
+			{tokenType: "input", get: func(s *Series) uint64 { return s.Req.InputTokenSum }},
+			{tokenType: "output", get: func(s *Series) uint64 { return s.Req.OutputTokenSum }},
+		},
+	},
+	{
+		Name: names.MetricRequests, Unit: "{request}", kind: KindRequest,
+		Description: "Requests finished, failed ones included with error.type.",
+		sums:        []sumPart{{get: func(s *Series) uint64 { return s.Req.Requests }}},
+	},
+	{
+		Name: names.MetricGoodput, Unit: "{request}", kind: KindRequest, skipErrors: true,
+		Description: "Successful requests that met every configured goodput target (TTFT, TPOT, e2e); compare with inferprof.server.requests.",
+		sums:        []sumPart{{get: func(s *Series) uint64 { return s.Req.Goodput }}},
+	},
+	{
+		Name: names.MetricInterTokenLatency, Unit: "s", kind: KindRequest, skipErrors: true,
+		Description: "One sample per gap between consecutive output tokens of a request, rebuilt from engine steps (inferprof.latency.itl.gaps); the definition vllm bench serve uses for ITL.",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.ITL }),
+	},
+	{
+		Name: names.MetricStepDuration, Unit: "s", kind: KindStep,
+		Description: "Wall-clock time of one engine scheduler iteration (an engine.step span).",
+		hists:       stepHist(func(p *StepStats) *Histogram { return &p.Duration }),
+	},
+	{
+		Name: names.MetricStepBatchSize, Unit: "{request}", kind: KindStep,
+		Description: "Requests in one engine step, prefill and decode together.",
+		hists:       stepHist(func(p *StepStats) *Histogram { return &p.BatchSize }),
+	},
+	{
+		Name: names.MetricStepTokens, Unit: "{token}", kind: KindStep,
+		Description: "Tokens scheduled in one engine step.",
+		hists:       stepHist(func(p *StepStats) *Histogram { return &p.Tokens }),
+	},
+	{
+		Name: names.MetricPreemptions, Unit: "{request}", kind: KindStep,
+		Description: "Requests preempted by the engine's scheduler, counted from engine.step spans.",
+		sums:        []sumPart{{get: func(s *Series) uint64 { return s.Step.Preemptions }}},
+	},
+}
+
+// applies reports whether spec has a data point for s.
+func (spec *Spec) applies(s *Series) bool {
+	switch spec.kind {
+	case KindRequest:
+		return s.Req != nil && s.Req.Requests > 0 && !(spec.skipErrors && s.IsError)
+	default:
+		return s.Step != nil && s.Step.Steps > 0
+	}
+}
+
+func (st *Store) temporality() pmetric.AggregationTemporality {
+	if st.set.Delta {
+		return pmetric.AggregationTemporalityDelta
+	}
+	return pmetric.AggregationTemporalityCumulative
+}
+
+func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series []*Series, now pcommon.Timestamp) {
+	var ms pmetric.MetricSlice
+	for i := range Specs {
+		spec := &Specs[i]
+		if st.set.Disabled[spec.Name] {
+			continue
+		}
+		var m pmetric.Metric
+		for _, s := range series {
+			if !st.emits(s) || !spec.applies(s) {
+				continue
+			}
+			for _, p := range spec.hists {
+				h := p.get(s)
+				if h.count == 0 {
+					continue
+				}
+				if m == (pmetric.Metric{}) {
+					ms, m = st.newMetric(md, ms, resAttrs, spec)
+					m.SetEmptyHistogram().SetAggregationTemporality(st.temporality())
+				}
+				h.appendTo(m.Histogram().DataPoints(), s.attrs, p.tokenType, s.start, now)
+			}
+			for _, p := range spec.sums {
+				if m == (pmetric.Metric{}) {
+					ms, m = st.newMetric(md, ms, resAttrs, spec)
+					sum := m.SetEmptySum()
+					sum.SetIsMonotonic(true)
+					sum.SetAggregationTemporality(st.temporality())
+				}
+				dp := m.Sum().DataPoints().AppendEmpty()
+				s.attrs.CopyTo(dp.Attributes())
+				if p.tokenType != "" {
+					dp.Attributes().PutStr(attrTokenType, p.tokenType)
+				}
+				dp.SetStartTimestamp(s.start)
+				dp.SetTimestamp(now)
+				dp.SetIntValue(int64(p.get(s)))
+			}
+		}
+	}
+}
+
+// newMetric adds a metric to the resource's scope, creating the resource the
+// first time, so that resources with nothing to say are left out.
+func (st *Store) newMetric(md pmetric.Metrics, ms pmetric.MetricSlice, resAttrs pcommon.Map, spec *Spec) (pmetric.MetricSlice, pmetric.Metric) {
+	if ms == (pmetric.MetricSlice{}) {
+		rm := md.ResourceMetrics().AppendEmpty()
+		resAttrs.CopyTo(rm.Resource().Attributes())
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(st.set.ScopeName)
+		sm.Scope().SetVersion(st.set.ScopeVersion)
+		ms = sm.Metrics()
+	}
+	m := ms.AppendEmpty()
+	m.SetName(spec.Name)
+	m.SetDescription(spec.Description)
+	m.SetUnit(spec.Unit)
+	return ms, m
+}
