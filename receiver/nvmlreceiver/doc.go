@@ -1,0 +1,4 @@
+//go:generate go tool mdatagen metadata.yaml
+
+// Package nvmlreceiver scrapes NVIDIA GPU metrics and critical device events through NVML.
+package nvmlreceiver // import "github.com/inferprof/inferprof/receiver/nvmlreceiver"
