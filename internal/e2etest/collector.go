@@ -251,6 +251,9 @@ func (c *Collector) Wait(timeout time.Duration) int {
 
 // Stop sends SIGTERM to the collector's PID and checks that it shut down
 // cleanly: exit status 0 within 30 seconds.
+//
+// The collector subscribes to SIGTERM just after it logs that it is ready,
+// so a test exchanges data with it (which it does anyway) before stopping it.
 func (c *Collector) Stop() {
 	c.tb.Helper()
 	require.NoError(c.tb, syscall.Kill(c.PID(), syscall.SIGTERM))
