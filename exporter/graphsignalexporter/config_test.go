@@ -1,0 +1,89 @@
+package graphsignalexporter
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) (*Config, error) {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg, confmap.Validate(cfg)
+}
+
+func TestDefaultConfig(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	assert.Equal(t, "https://api.graphsignal.com", cfg.Endpoint)
+	assert.Equal(t, "127.0.0.1:18259", cfg.LocalEndpoint)
+	assert.Empty(t, cfg.APIKey)
+	assert.False(t, cfg.Traces.Enabled)
+	assert.Equal(t, 10*time.Second, cfg.TimeoutConfig.Timeout)
+	require.True(t, cfg.QueueConfig.HasValue())
+	require.True(t, cfg.QueueConfig.Get().Batch.HasValue())
+	assert.Equal(t, time.Second, cfg.QueueConfig.Get().Batch.Get().FlushTimeout)
+	assert.Equal(t, int64(10000), cfg.QueueConfig.Get().Batch.Get().MaxSize)
+	assert.True(t, cfg.RetryConfig.Enabled)
+	require.NoError(t, confmap.Validate(cfg), "the default is valid: local mode")
+
+	// An empty section round-trips to the default.
+	got := createDefaultConfig().(*Config)
+	require.NoError(t, confmap.New().Unmarshal(got))
+	assert.Equal(t, cfg, got)
+}
+
+func TestLoadConfig(t *testing.T) {
+	cfg, err := loadConfig(t, "")
+	require.NoError(t, err)
+	assert.Equal(t, createDefaultConfig(), cfg)
+
+	cfg, err = loadConfig(t, "full")
+	require.NoError(t, err)
+	want := createDefaultConfig().(*Config)
+	want.APIKey = "gs-secret"
+	want.Endpoint = "https://graphsignal.example.com/"
+	want.Tags = map[string]string{"deployment": "prod"}
+	want.LocalEndpoint = "127.0.0.1:28259"
+	want.Traces.Enabled = true
+	want.TimeoutConfig.Timeout = 3 * time.Second
+	want.RetryConfig.InitialInterval = time.Second
+	q := want.QueueConfig.Get()
+	id := component.MustNewID("file_storage")
+	q.StorageID = &id
+	q.QueueSize = 50
+	assert.Equal(t, want, cfg)
+	// The key stays out of anything printed.
+	assert.NotContains(t, cfg.APIKey.String(), "gs-secret")
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for name, msg := range map[string]string{
+		"nothing_to_do":      "local_endpoint: empty with no api_key",
+		"traces_without_key": "traces.enabled: needs api_key",
+		"bad_endpoint":       "endpoint: \"api.graphsignal.com\" is not an http(s) URL",
+		"bad_local":          "local_endpoint:",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadConfig(t, name)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), msg)
+		})
+	}
+}
+
+func TestEndpointTrailingSlash(t *testing.T) {
+	assert.Equal(t, "https://x", trimSlash("https://x//"))
+}

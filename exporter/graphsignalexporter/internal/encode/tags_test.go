@@ -1,0 +1,71 @@
+package encode
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestEnvTags(t *testing.T) {
+	got := EnvTags([]string{"GRAPHSIGNAL_TAG_DEPLOYMENT=prod", "GRAPHSIGNAL_TAG_Team=ml", "GRAPHSIGNAL_TAG_=x", "HOME=/root", "GRAPHSIGNAL_API_KEY=k"})
+	assert.Equal(t, map[string]string{"deployment": "prod", "team": "ml"}, got)
+}
+
+func TestConfigTagsWinAndLimits(t *testing.T) {
+	long := strings.Repeat("é", 300)
+	e := New(map[string]string{"deployment": "env", strings.Repeat("k", 60): long}, map[string]string{"deployment": "cfg"}, "0123456789ab", time.Now)
+	tags := map[string]string{}
+	for _, tg := range e.GlobalTags() {
+		tags[tg.Key] = tg.Value
+	}
+	assert.Equal(t, "cfg", tags["deployment"])
+	assert.Equal(t, "0123456789ab", tags["instance.id"])
+	v, ok := tags[strings.Repeat("k", MaxTagKey)]
+	require.True(t, ok, "key cut at 50 characters")
+	assert.Equal(t, strings.Repeat("é", MaxTagValue), v, "value cut at 250 characters, not bytes")
+
+	md := pmetric.NewMetrics()
+	dp := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.Attributes().PutStr("x", long)
+	_, st := e.Metrics(md)
+	assert.Equal(t, 1, st.Truncated, "the attribute value; global tags were cut once, up front")
+}
+
+func TestIsContent(t *testing.T) {
+	for _, k := range []string{"gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "GEN_AI.PROMPT.0.content", "llm.input.value", "gen_ai.system_instructions"} {
+		assert.True(t, IsContent(k), k)
+	}
+	for _, k := range []string{"gen_ai.request.model", "exception.message", "hw.id", "gen_ai.usage.input_tokens"} {
+		assert.False(t, IsContent(k), k)
+	}
+}
+
+func TestInvalidUTF8IsRepaired(t *testing.T) {
+	bad := "gpu\xff\xfe"
+	e := New(nil, nil, "0123456789ab", time.Now)
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("host.name", bad)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(bad)
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.Attributes().PutStr(bad, bad)
+	req, _ := e.Metrics(md)
+	_, err := proto.Marshal(req)
+	require.NoError(t, err, "protobuf refuses invalid UTF-8 in strings")
+	assert.Equal(t, "gpu\uFFFD", req.Metrics[0].Name)
+
+	ld := plog.NewLogs()
+	lr := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	lr.Body().SetStr(bad)
+	lr.Attributes().PutStr("exception.stacktrace", bad)
+	lreq, _ := e.Logs(ld)
+	_, err = proto.Marshal(lreq)
+	require.NoError(t, err)
+}
