@@ -1,0 +1,170 @@
+package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+)
+
+// Config is the inference processor's configuration.
+type Config struct {
+	// PhaseSpans adds child spans queue, prefill and decode under each request
+	// span, placed on the request's own timeline, so a trace viewer shows the
+	// waterfall. Default true; false keeps span volume unchanged.
+	PhaseSpans bool `mapstructure:"phase_spans"`
+
+	// Model says where gen_ai.request.model comes from when the span lacks it.
+	Model ModelConfig `mapstructure:"model"`
+
+	// LoRAAttributes are span, then resource, attribute keys that may carry
+	// the LoRA adapter name; the first one found is written to
+	// inferprof.lora.adapter. Default [lora_name, lora_path]. Empty: only an
+	// inferprof.lora.adapter already on the span (or TGI's adapter_id) is kept.
+	LoRAAttributes []string `mapstructure:"lora_attributes"`
+
+	// OperationName is gen_ai.operation.name for request spans that do not
+	// say which API they served (vLLM's span name is fixed) and whose request
+	// id does not tell either. Default "text_completion". Must not be empty.
+	OperationName string `mapstructure:"operation_name"`
+
+	// SGLangJoin bounds how long an SGLang request span waits for the stage
+	// spans of its trace, which SGLang's scheduler exports separately.
+	SGLangJoin JoinConfig `mapstructure:"sglang_join"`
+
+	// Privacy removes prompt and completion content from every span.
+	Privacy PrivacyConfig `mapstructure:"privacy"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// ModelConfig resolves gen_ai.request.model: the span first, then these
+// resource attributes in order, then Default.
+type ModelConfig struct {
+	// ResourceAttributes are resource attribute keys that name the served
+	// model. Default [gen_ai.request.model, gen_ai.response.model,
+	// inferprof.model.name]. Empty: the resource is not consulted.
+	ResourceAttributes []string `mapstructure:"resource_attributes"`
+	// Default is the model name when neither the span nor the resource has
+	// one. Default "" (the attribute is then left unset).
+	Default string `mapstructure:"default"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// JoinConfig bounds the SGLang split-batch join.
+type JoinConfig struct {
+	// Wait is how long an SGLang request span is held for its queue stage
+	// (prefill_waiting) before it is released without it. Default 3s; 0
+	// disables the join (request spans pass at once, without a queue time).
+	Wait time.Duration `mapstructure:"wait"`
+	// StageTTL is how long a queue stage record waits for its request span.
+	// SGLang ends the request span when the request finishes, so the stage
+	// usually comes first, by up to the whole decode. Default 5m. Must be
+	// positive when Wait is set.
+	StageTTL time.Duration `mapstructure:"stage_ttl"`
+	// MaxPending caps held request spans plus stage records (about 150 bytes
+	// each, plus the held span). When full, the oldest stage record is
+	// forgotten, then the oldest held request span is released early; both
+	// are counted, and no span is dropped. Default 100000. Must be positive
+	// when Wait is set.
+	MaxPending int `mapstructure:"max_pending"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// PrivacyConfig lists what content is removed from every span.
+type PrivacyConfig struct {
+	// Attributes are span and span-event attribute keys to delete. A key
+	// ending in "*" matches every key with that prefix. Default: the
+	// prompt/completion keys listed in the README. Must not be empty unless
+	// KeepContent is true, so a stray `attributes: []` cannot turn removal off.
+	Attributes []string `mapstructure:"attributes"`
+	// Events are span event names to delete (content events such as
+	// gen_ai.user.message). Same matching as Attributes. Must not be empty
+	// unless KeepContent is true.
+	Events []string `mapstructure:"events"`
+	// KeepContent turns content removal off. Default false. Only for
+	// pipelines where content is handled elsewhere.
+	KeepContent bool `mapstructure:"keep_content"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+var _ component.Config = (*Config)(nil)
+
+// Validate checks the configuration; each message names its YAML key.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if strings.TrimSpace(cfg.OperationName) == "" {
+		errs = append(errs, errors.New("operation_name must not be empty"))
+	}
+	if cfg.SGLangJoin.Wait < 0 {
+		errs = append(errs, errors.New("sglang_join.wait must not be negative"))
+	}
+	if cfg.SGLangJoin.Wait > 0 && cfg.SGLangJoin.MaxPending <= 0 {
+		errs = append(errs, errors.New("sglang_join.max_pending must be greater than zero when sglang_join.wait is set"))
+	}
+	if cfg.SGLangJoin.Wait > 0 && cfg.SGLangJoin.StageTTL <= 0 {
+		errs = append(errs, errors.New("sglang_join.stage_ttl must be greater than zero when sglang_join.wait is set"))
+	}
+	for _, k := range cfg.Model.ResourceAttributes {
+		if k == "" {
+			errs = append(errs, errors.New("model.resource_attributes must not contain an empty key"))
+		}
+	}
+	for _, k := range cfg.LoRAAttributes {
+		if k == "" {
+			errs = append(errs, errors.New("lora_attributes must not contain an empty key"))
+		}
+	}
+	if !cfg.Privacy.KeepContent {
+		if len(cfg.Privacy.Attributes) == 0 {
+			errs = append(errs, errors.New("privacy.attributes is empty: list the keys to remove, or set privacy.keep_content: true to keep prompts and completions"))
+		}
+		if len(cfg.Privacy.Events) == 0 {
+			errs = append(errs, errors.New("privacy.events is empty: list the event names to remove, or set privacy.keep_content: true to keep prompts and completions"))
+		}
+	}
+	errs = append(errs, validatePatterns("privacy.attributes", cfg.Privacy.Attributes, true)...)
+	errs = append(errs, validatePatterns("privacy.events", cfg.Privacy.Events, false)...)
+	return errors.Join(errs...)
+}
+
+// validatePatterns rejects empty patterns, a "*" anywhere but the end, and,
+// for attributes, any pattern that would delete the canonical attributes
+// this processor writes (a bare "*" or "gen_ai.*" would).
+func validatePatterns(key string, patterns []string, attrs bool) []error {
+	var errs []error
+	for _, p := range patterns {
+		body := strings.TrimSuffix(p, "*")
+		switch {
+		case body == "":
+			errs = append(errs, fmt.Errorf("%s: pattern %q matches everything", key, p))
+			continue
+		case strings.Contains(body, "*"):
+			errs = append(errs, fmt.Errorf("%s: pattern %q may only end in *", key, p))
+			continue
+		}
+		if !attrs {
+			continue
+		}
+		m := redact.NewMatcher([]string{p})
+		for _, c := range request.CanonicalAttributes {
+			if m.Match(c) {
+				errs = append(errs, fmt.Errorf("%s: pattern %q would delete the canonical attribute %s", key, p, c))
+				break
+			}
+		}
+	}
+	return errs
+}

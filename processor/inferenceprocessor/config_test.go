@@ -1,0 +1,85 @@
+package inferenceprocessor
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
+)
+
+func TestUnmarshalDefaultConfig(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, confmap.New().Unmarshal(&cfg))
+	assert.Equal(t, createDefaultConfig(), cfg)
+	require.NoError(t, confmap.Validate(cfg))
+
+	def := cfg.(*Config)
+	assert.True(t, def.PhaseSpans)
+	assert.Equal(t, 3*time.Second, def.SGLangJoin.Wait)
+	assert.Equal(t, redact.DefaultAttributes, def.Privacy.Attributes)
+	assert.Equal(t, redact.DefaultEvents, def.Privacy.Events)
+	assert.False(t, def.Privacy.KeepContent)
+}
+
+func load(t *testing.T, name string) (*Config, error) {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg, confmap.Validate(cfg)
+}
+
+func TestUnmarshalConfig(t *testing.T) {
+	cfg, err := load(t, "")
+	require.NoError(t, err)
+	assert.Equal(t, &Config{
+		PhaseSpans: false,
+		Model: ModelConfig{
+			ResourceAttributes: []string{"service.model", "inferprof.model.name"},
+			Default:            "Qwen/Qwen3-8B",
+		},
+		LoRAAttributes: []string{"lora_name"},
+		OperationName:  "chat",
+		SGLangJoin:     JoinConfig{Wait: 5 * time.Second, StageTTL: 10 * time.Minute, MaxPending: 5000},
+		Privacy: PrivacyConfig{
+			Attributes: []string{"gen_ai.prompt*", "gen_ai.completion*", "my.app.user_input"},
+			Events:     []string{"gen_ai.user.message", "gen_ai.choice"},
+		},
+	}, cfg)
+
+	cfg, err = load(t, "keep")
+	require.NoError(t, err)
+	assert.True(t, cfg.Privacy.KeepContent)
+	assert.Empty(t, cfg.Privacy.Attributes)
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for name, want := range map[string]string{
+		"empty_attributes": "privacy.attributes is empty",
+		"bad_pattern":      `privacy.attributes: pattern "gen_ai.*" would delete the canonical attribute`,
+		"star_middle":      `privacy.events: pattern "gen_ai.*.message" may only end in *`,
+		"match_all":        `privacy.attributes: pattern "*" matches everything`,
+		"negative_wait":    "sglang_join.wait must not be negative",
+		"zero_pending":     "sglang_join.max_pending must be greater than zero",
+		"zero_ttl":         "sglang_join.stage_ttl must be greater than zero",
+		"empty_operation":  "operation_name must not be empty",
+		"empty_key":        "model.resource_attributes must not contain an empty key",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := load(t, name)
+			require.Error(t, err)
+			assert.ErrorContains(t, err, want)
+		})
+	}
+}

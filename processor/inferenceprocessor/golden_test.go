@@ -1,0 +1,195 @@
+package inferenceprocessor
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
+)
+
+// Regenerate the golden files with: go test -run TestGolden -update
+// and review the diff: every figure in them is checked by hand in
+// processor_test.go too.
+var update = flag.Bool("update", false, "rewrite testdata/golden/*.json from the processor's output")
+
+// goldenSpan is an order-independent, readable form of one output span.
+type goldenSpan struct {
+	Resource     map[string]any `json:"resource"`
+	Name         string         `json:"name"`
+	TraceID      string         `json:"trace_id"`
+	SpanID       string         `json:"span_id"`
+	ParentSpanID string         `json:"parent_span_id,omitempty"`
+	Kind         string         `json:"kind"`
+	Start        string         `json:"start"`
+	End          string         `json:"end"`
+	Status       string         `json:"status,omitempty"`
+	Attributes   map[string]any `json:"attributes"`
+	Events       []goldenEvent  `json:"events,omitempty"`
+}
+
+type goldenEvent struct {
+	Name       string         `json:"name"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+func flatten(tds ...ptrace.Traces) []goldenSpan {
+	var out []goldenSpan
+	for _, td := range tds {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			rs := td.ResourceSpans().At(i)
+			for j := 0; j < rs.ScopeSpans().Len(); j++ {
+				spans := rs.ScopeSpans().At(j).Spans()
+				for k := 0; k < spans.Len(); k++ {
+					s := spans.At(k)
+					g := goldenSpan{
+						Resource: rs.Resource().Attributes().AsRaw(), Name: s.Name(),
+						TraceID: s.TraceID().String(), SpanID: s.SpanID().String(), ParentSpanID: s.ParentSpanID().String(),
+						Kind:  s.Kind().String(),
+						Start: s.StartTimestamp().AsTime().Format(time.RFC3339Nano), End: s.EndTimestamp().AsTime().Format(time.RFC3339Nano),
+						Attributes: s.Attributes().AsRaw(),
+					}
+					if s.Status().Code() != ptrace.StatusCodeUnset {
+						g.Status = s.Status().Code().String() + ": " + s.Status().Message()
+					}
+					for e := 0; e < s.Events().Len(); e++ {
+						ev := s.Events().At(e)
+						g.Events = append(g.Events, goldenEvent{Name: ev.Name(), Attributes: ev.Attributes().AsRaw()})
+					}
+					out = append(out, g)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Start != out[b].Start {
+			return out[a].Start < out[b].Start
+		}
+		if out[a].Name != out[b].Name {
+			return out[a].Name < out[b].Name
+		}
+		return out[a].SpanID < out[b].SpanID
+	})
+	return out
+}
+
+func readBatch(tb testing.TB, name string) ptrace.Traces {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "spans", name+".json"))
+	require.NoError(tb, err)
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
+	require.NoError(tb, err)
+	return td
+}
+
+// goldenConfig is the default config plus a default model, so the model
+// fallback shows in the golden files.
+func goldenConfig() *Config {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Model.Default = "meta-llama/Llama-3.1-8B-Instruct"
+	return cfg
+}
+
+type harness struct {
+	p    *inferenceProcessor
+	tp   processor.Traces
+	sink *consumertest.TracesSink
+	now  time.Time
+}
+
+func newHarness(tb testing.TB, cfg *Config, set processor.Settings) *harness {
+	tb.Helper()
+	h := &harness{sink: new(consumertest.TracesSink), now: time.Unix(1767225600, 0)}
+	var err error
+	h.p, h.tp, err = newTraces(tb.Context(), set, cfg, h.sink)
+	require.NoError(tb, err)
+	h.p.now = func() time.Time { return h.now }
+	return h
+}
+
+func (h *harness) consume(tb testing.TB, td ptrace.Traces) {
+	tb.Helper()
+	require.NoError(tb, h.tp.ConsumeTraces(tb.Context(), td))
+}
+
+// finish shuts down (releasing anything still held) and returns the output.
+func (h *harness) finish(tb testing.TB) []goldenSpan {
+	tb.Helper()
+	require.NoError(tb, h.tp.Shutdown(tb.Context()))
+	return flatten(h.sink.AllTraces()...)
+}
+
+func checkGolden(t *testing.T, file string, got []goldenSpan) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", file+".json")
+	b, err := json.MarshalIndent(got, "", "  ")
+	require.NoError(t, err)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o600))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(b))
+}
+
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name    string
+		golden  string
+		batches []string
+		expire  bool // advance the clock past the join wait before shutdown
+	}{
+		{name: "vllm basic", golden: "vllm_basic", batches: []string{"vllm_basic"}},
+		{name: "vllm temperature 0", golden: "vllm_temperature0", batches: []string{"vllm_temperature0"}},
+		{name: "vllm one output token", golden: "vllm_one_token", batches: []string{"vllm_one_token"}},
+		{name: "vllm aborted", golden: "vllm_aborted", batches: []string{"vllm_aborted"}},
+		{name: "vllm error status", golden: "vllm_error", batches: []string{"vllm_error"}},
+		{name: "vllm bad values", golden: "vllm_bad_values", batches: []string{"vllm_bad_values"}},
+		{name: "vllm phases exceed e2e", golden: "vllm_phases_exceed_e2e", batches: []string{"vllm_phases_exceed_e2e"}},
+		{name: "vllm content removed", golden: "vllm_content", batches: []string{"vllm_content"}},
+		{name: "tensorrt-llm", golden: "trtllm", batches: []string{"trtllm"}},
+		{name: "tgi", golden: "tgi", batches: []string{"tgi"}},
+		{name: "sglang level 1 root first", golden: "sglang_level1", batches: []string{"sglang_root", "sglang_stages_level1"}},
+		{name: "sglang level 1 stages first", golden: "sglang_level1", batches: []string{"sglang_stages_level1", "sglang_root"}},
+		{name: "sglang level 3 root first", golden: "sglang_level3", batches: []string{"sglang_root", "sglang_stages_level3"}},
+		{name: "sglang level 3 stages first", golden: "sglang_level3", batches: []string{"sglang_stages_level3", "sglang_root"}},
+		{name: "sglang root without stages", golden: "sglang_no_stages", batches: []string{"sglang_root"}, expire: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
+			for _, b := range tc.batches {
+				h.consume(t, readBatch(t, b))
+			}
+			if tc.expire {
+				h.now = h.now.Add(time.Minute)
+				h.p.expire(t.Context(), h.now)
+			}
+			checkGolden(t, tc.golden, h.finish(t))
+		})
+	}
+}
+
+// TestGoldenPassthrough: spans that are not engine requests, engine.step
+// spans included, leave exactly as they came.
+func TestGoldenPassthrough(t *testing.T) {
+	h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
+	h.consume(t, readBatch(t, "passthrough"))
+	got := h.finish(t)
+	require.Equal(t, flatten(readBatch(t, "passthrough")), got)
+	require.Len(t, got, 3)
+}
+
+var _ = pcommon.NewMap

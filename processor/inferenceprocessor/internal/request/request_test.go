@@ -1,0 +1,139 @@
+package request
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/names"
+)
+
+func newSpan(name string, attrs map[string]any) ptrace.Span {
+	s := ptrace.NewSpan()
+	s.SetName(name)
+	_ = s.Attributes().FromRaw(attrs)
+	return s
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]any
+		event string
+		want  Kind
+	}{
+		{"llm_request", nil, "", KindVLLM},
+		{"llm_request", map[string]any{"gen_ai.latency.kv_cache_transfer_time": 0.1}, "", KindTensorRTLLM},
+		{"llm_request", nil, "gen_server.selected", KindTensorRTLLM},
+		{"openai_chat", map[string]any{names.AttrE2E: 1.0, names.AttrTimeToFirstToken: 0.1}, "", KindTensorRTLLM},
+		{"openai_chat", map[string]any{names.AttrE2E: 1.0}, "", KindNone},
+		{" Req 1a2b3c4d", nil, "", KindSGLangRoot},
+		{"prefill Req 1a2b3c4d", nil, "", KindSGLangRoot},
+		{"decode Req 1a2b", nil, "", KindSGLangRoot},
+		{"Req 1a2b3c4d", nil, "", KindNone}, // no leading space: not SGLang's format
+		{"my Req handler x", nil, "", KindNone},
+		{"prefill_waiting", nil, "", KindSGLangStage},
+		{"decode_loop", nil, "", KindSGLangStage},
+		{"generate", map[string]any{"total_time": "1.2s"}, "", KindTGI},
+		{"chat_completions", map[string]any{"queue_time": "1ms"}, "", KindTGI},
+		{"generate", nil, "", KindNone}, // a generic name without TGI's fields
+		{names.SpanEngineStep, map[string]any{names.AttrStepIndex: 1}, "", KindNone},
+		{"GET /health", nil, "", KindNone},
+	} {
+		s := newSpan(tc.name, tc.attrs)
+		if tc.event != "" {
+			s.Events().AppendEmpty().SetName(tc.event)
+		}
+		assert.Equalf(t, tc.want, Classify(s), "%q %v", tc.name, tc.attrs)
+	}
+}
+
+func TestTGIDurations(t *testing.T) {
+	for in, want := range map[string]float64{
+		"1.2345s": 1.2345, "12.5ms": 0.0125, "830µs": 0.00083, "830us": 0.00083, "100ns": 1e-7, "0ns": 0, " 2s ": 2,
+	} {
+		s := newSpan("generate", map[string]any{"total_time": in})
+		r := Normalize(KindTGI, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+		assert.Empty(t, r.Anomalies, in)
+		v, _ := s.Attributes().Get(names.AttrE2E)
+		assert.InDelta(t, want, v.Double(), 1e-12, in)
+	}
+	for in, want := range map[string]string{"soon": "total_time:unparsable", "-1s": "total_time:negative"} {
+		s := newSpan("generate", map[string]any{"total_time": in})
+		r := Normalize(KindTGI, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+		assert.Equal(t, []string{want}, r.Anomalies, in)
+		_, ok := s.Attributes().Get(names.AttrE2E)
+		assert.False(t, ok)
+	}
+}
+
+func TestTGIAdapter(t *testing.T) {
+	assert.Equal(t, "customer-a", tgiAdapter(`GenerateParameters { adapter_id: Some("customer-a"), seed: None }`))
+	assert.Empty(t, tgiAdapter(`GenerateParameters { adapter_id: None }`))
+	assert.Empty(t, tgiAdapter(`adapter_id: Some("`))
+	assert.Empty(t, tgiAdapter(`adapter_id: Some("")`))
+}
+
+func TestTokenCounts(t *testing.T) {
+	for _, tc := range []struct {
+		v       any
+		want    int64
+		anomaly string
+	}{
+		{int64(7), 7, ""},
+		{7.0, 7, ""},
+		{7.5, 0, "gen_ai.usage.completion_tokens:not_integer"},
+		{int64(-1), 0, "gen_ai.usage.completion_tokens:negative"},
+		{"7", 0, "gen_ai.usage.completion_tokens:wrong_type"},
+	} {
+		s := newSpan(" Req 1", map[string]any{names.AttrE2E: 1.0, "gen_ai.usage.completion_tokens": tc.v})
+		r := Normalize(KindSGLangRoot, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+		v, ok := s.Attributes().Get(names.AttrOutputTokens)
+		if tc.anomaly == "" {
+			assert.True(t, ok)
+			assert.Equal(t, tc.want, v.Int())
+			assert.Empty(t, r.Anomalies)
+		} else {
+			assert.False(t, ok)
+			assert.Equal(t, []string{tc.anomaly}, r.Anomalies)
+		}
+	}
+	// A semconv name already on the span is read too.
+	s := newSpan(" Req 1", map[string]any{names.AttrE2E: 1.0, names.AttrOutputTokens: int64(3)})
+	Normalize(KindSGLangRoot, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+	v, _ := s.Attributes().Get(names.AttrOutputTokens)
+	assert.Equal(t, int64(3), v.Int())
+}
+
+func TestSkewTolerance(t *testing.T) {
+	// Phases 0.5 ms over e2e: clock skew, other = 0 and no anomaly.
+	s := newSpan("llm_request", map[string]any{
+		names.AttrTimeToFirstToken: 0.1, names.AttrE2E: 1.0, names.AttrTimeInQueue: 0.1,
+		names.AttrTimeInPrefill: 0.2, names.AttrTimeInDecode: 0.7005,
+		"gen_ai.usage.prompt_tokens": int64(1), "gen_ai.usage.completion_tokens": int64(2),
+	})
+	r := Normalize(KindVLLM, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+	assert.Empty(t, r.Anomalies)
+	v, _ := s.Attributes().Get(names.AttrTimeInOther)
+	assert.Zero(t, v.Double())
+}
+
+func TestProviderAndOperation(t *testing.T) {
+	res := pcommon.NewResource()
+	res.Attributes().PutStr(names.ResourceEngineName, "vllm-custom")
+	s := newSpan("llm_request", map[string]any{names.AttrRequestID: "embd-1"})
+	Normalize(KindVLLM, s, res, &Settings{OperationName: "x"}, Queue{})
+	p, _ := s.Attributes().Get(names.AttrProviderName)
+	assert.Equal(t, "vllm-custom", p.Str())
+	op, _ := s.Attributes().Get(names.AttrOperationName)
+	assert.Equal(t, "embeddings", op.Str())
+
+	s = newSpan("llm_request", map[string]any{names.AttrOperationName: "chat", "gen_ai.system": "sys"})
+	Normalize(KindVLLM, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+	p, _ = s.Attributes().Get(names.AttrProviderName)
+	assert.Equal(t, "sys", p.Str())
+	op, _ = s.Attributes().Get(names.AttrOperationName)
+	assert.Equal(t, "chat", op.Str())
+}

@@ -1,0 +1,402 @@
+package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/fnv"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+)
+
+type inferenceProcessor struct {
+	logger     *zap.Logger
+	next       consumer.Traces
+	tel        *metadata.TelemetryBuilder
+	settings   request.Settings
+	phaseSpans bool
+	redactor   *redact.Redactor // nil when content is kept
+	join       *join.Table      // nil when the SGLang join is off
+
+	// for tests
+	now  func() time.Time
+	tick time.Duration
+
+	// Precomputed metric options, so counting allocates nothing.
+	providerOpts map[request.Kind]metric.AddOption
+	attrOpt      metric.AddOption
+	eventOpt     metric.AddOption
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*inferenceProcessor, error) {
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	p := &inferenceProcessor{
+		logger: set.Logger,
+		next:   next,
+		tel:    tel,
+		settings: request.Settings{
+			ModelResourceAttributes: cfg.Model.ResourceAttributes,
+			DefaultModel:            cfg.Model.Default,
+			LoRAAttributes:          cfg.LoRAAttributes,
+			OperationName:           cfg.OperationName,
+		},
+		phaseSpans:   cfg.PhaseSpans,
+		now:          time.Now,
+		providerOpts: map[request.Kind]metric.AddOption{},
+		attrOpt:      metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute"))),
+		eventOpt:     metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event"))),
+	}
+	for _, k := range []request.Kind{request.KindVLLM, request.KindTensorRTLLM, request.KindSGLangRoot, request.KindTGI} {
+		p.providerOpts[k] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", k.Provider())))
+	}
+	if !cfg.Privacy.KeepContent {
+		p.redactor = redact.New(cfg.Privacy.Attributes, cfg.Privacy.Events)
+	}
+	if cfg.SGLangJoin.Wait > 0 {
+		p.join = join.New(join.Settings{
+			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
+		})
+		// Check a few times per wait, so a held span is late by a quarter
+		// of the wait at most.
+		p.tick = min(cfg.SGLangJoin.Wait/4, time.Second)
+		err = tel.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(p.join.Len()))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *inferenceProcessor) start(context.Context, component.Host) error {
+	if p.join == nil {
+		return nil
+	}
+	// Background work gets its own context, not Start's.
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.wg.Go(func() {
+		t := time.NewTicker(p.tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.expire(ctx, p.now())
+			}
+		}
+	})
+	return nil
+}
+
+// shutdown stops the ticker and releases every held span downstream: the
+// join only delays spans, it never loses them.
+func (p *inferenceProcessor) shutdown(ctx context.Context) error {
+	var err error
+	p.stopOnce.Do(func() {
+		if p.cancel != nil {
+			p.cancel()
+		}
+		p.wg.Wait()
+		if p.join != nil {
+			err = p.release(ctx, p.join.Drain())
+		}
+		p.tel.Shutdown()
+	})
+	return err
+}
+
+// expire releases held SGLang request spans whose wait is over.
+func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
+	out, timedOut := p.join.Expire(now)
+	if timedOut > 0 {
+		p.tel.ProcessorInferenceJoinTimeouts.Add(ctx, int64(timedOut))
+	}
+	if err := p.release(ctx, out); err != nil {
+		p.logger.Warn("Next consumer refused SGLang request spans released after the join wait", zap.Error(err))
+	}
+}
+
+// release finishes held request spans and sends them on, one batch.
+func (p *inferenceProcessor) release(ctx context.Context, out []join.Released) error {
+	if len(out) == 0 {
+		return nil
+	}
+	td := ptrace.NewTraces()
+	p.finishReleased(ctx, out, td)
+	if err := p.next.ConsumeTraces(ctx, td); err != nil {
+		p.tel.ProcessorInferenceReleaseFailures.Add(ctx, int64(len(out)))
+		return err
+	}
+	return nil
+}
+
+// finishReleased normalises released spans and moves them into td.
+func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Released, td ptrace.Traces) {
+	for _, r := range out {
+		rs := r.Traces.ResourceSpans().At(0)
+		ss := rs.ScopeSpans().At(0)
+		p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, rs.Resource(),
+			request.Queue{Seconds: r.Queue, Known: r.QueueKnown})
+		r.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+}
+
+func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	var released []join.Released
+	var drop []int
+	held := false
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		res := rs.Resource()
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			// Phase spans are appended behind the originals; only look at
+			// the originals.
+			n := spans.Len()
+			drop = drop[:0]
+			for k := 0; k < n; k++ {
+				span := spans.At(k)
+				p.redact(ctx, span)
+				kind := request.Classify(span)
+				switch kind {
+				case request.KindNone:
+					continue
+				case request.KindSGLangStage:
+					released = append(released, p.stage(ctx, span)...)
+					continue
+				}
+				if request.Processed(span.Attributes()) {
+					continue
+				}
+				q := request.Queue{}
+				if kind == request.KindSGLangRoot && p.join != nil {
+					var r []join.Released
+					var wait bool
+					q, wait, r = p.hold(ctx, rs, ss, span)
+					released = append(released, r...)
+					if wait {
+						drop = append(drop, k)
+						continue
+					}
+				}
+				p.normalize(ctx, kind, spans, k, res, q)
+			}
+			if len(drop) > 0 {
+				held = true
+				removeIndexes(spans, drop)
+			}
+		}
+	}
+	if held {
+		removeEmpty(td)
+	}
+	if len(released) > 0 {
+		p.finishReleased(ctx, released, td)
+	}
+	if td.ResourceSpans().Len() == 0 {
+		// Everything was held for the join; nothing to pass on now.
+		return td, processorhelper.ErrSkipProcessingData
+	}
+	return td, nil
+}
+
+func (p *inferenceProcessor) redact(ctx context.Context, span ptrace.Span) {
+	if p.redactor == nil {
+		return
+	}
+	attrs, events := p.redactor.Span(span)
+	if attrs > 0 {
+		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(attrs), p.attrOpt)
+	}
+	if events > 0 {
+		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(events), p.eventOpt)
+	}
+}
+
+// stage records an SGLang queue stage for the join, and returns request
+// spans it releases. Other stages pass untouched.
+func (p *inferenceProcessor) stage(ctx context.Context, span ptrace.Span) []join.Released {
+	if p.join == nil {
+		return nil
+	}
+	if name := span.Name(); name != request.StagePrefillWaiting && name != request.StageDecodeWaiting {
+		return nil
+	}
+	start, end := span.StartTimestamp(), span.EndTimestamp()
+	if end < start || start == 0 {
+		// A stage with a broken clock tells us nothing; the request span
+		// will be released without a queue time at the end of its wait.
+		return nil
+	}
+	out, evicted := p.join.AddStage(span.TraceID(), float64(end-start)/1e9, p.now())
+	if evicted > 0 {
+		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
+	}
+	return out
+}
+
+// hold offers an SGLang request span to the join. When its queue stage is
+// not known yet, the span is moved out of the batch (left empty, removed
+// later) and held.
+func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (request.Queue, bool, []join.Released) {
+	one := ptrace.NewTraces()
+	rs2 := one.ResourceSpans().AppendEmpty()
+	rs.Resource().CopyTo(rs2.Resource())
+	rs2.SetSchemaUrl(rs.SchemaUrl())
+	ss2 := rs2.ScopeSpans().AppendEmpty()
+	ss.Scope().CopyTo(ss2.Scope())
+	ss2.SetSchemaUrl(ss.SchemaUrl())
+	trace := span.TraceID()
+	// Offer a copy first: most of the time the stage came first and the
+	// span stays in its batch.
+	queue, known, wait, evictedOut, evicted := p.join.AddRequest(trace, one, p.now())
+	if evicted > 0 {
+		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
+	}
+	if !wait {
+		return request.Queue{Seconds: queue, Known: known}, false, evictedOut
+	}
+	// The table holds `one`; move the span into it. The emptied place is
+	// removed from the batch by removeIndexes.
+	span.MoveTo(ss2.Spans().AppendEmpty())
+	return request.Queue{}, true, evictedOut
+}
+
+// normalize writes the canonical attributes on spans.At(k) and appends its
+// phase spans to spans.
+func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, res pcommon.Resource, q request.Queue) {
+	span := spans.At(k)
+	r := request.Normalize(kind, span, res, &p.settings, q)
+	p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind])
+	for _, a := range r.Anomalies {
+		reason := a
+		if i := strings.LastIndexByte(a, ':'); i >= 0 {
+			reason = a[i+1:]
+		}
+		p.tel.ProcessorInferenceAnomalies.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+	}
+	if p.phaseSpans {
+		if added := addPhaseSpans(spans, k, r.Timeline); added > 0 {
+			p.tel.ProcessorInferencePhaseSpans.Add(ctx, int64(added))
+		}
+	}
+}
+
+// addPhaseSpans places queue, prefill and decode on the request's timeline:
+// the first token is at arrival (the span start) + TTFT, prefill ends there,
+// queue ends where prefill starts, and decode runs from the first token to
+// the last. A phase whose figures are unknown gets no span.
+func addPhaseSpans(spans ptrace.SpanSlice, k int, tl request.Timeline) int {
+	if !tl.TTFTOK {
+		return 0
+	}
+	parent := spans.At(k)
+	arrival := int64(parent.StartTimestamp())
+	first := arrival + nanos(tl.TTFT)
+	added := 0
+	add := func(name string, phase byte, start, end int64) {
+		if start < 0 || end <= start {
+			return
+		}
+		// The parent may have moved when the slice grew; read it again.
+		parent := spans.At(k)
+		s := spans.AppendEmpty()
+		s.SetTraceID(parent.TraceID())
+		s.SetSpanID(phaseSpanID(parent.SpanID(), phase))
+		s.SetParentSpanID(parent.SpanID())
+		s.SetName(name)
+		s.SetKind(ptrace.SpanKindInternal)
+		s.SetStartTimestamp(pcommon.Timestamp(start))
+		s.SetEndTimestamp(pcommon.Timestamp(end))
+		s.Attributes().PutBool(names.AttrSynthetic, true)
+		added++
+	}
+	if tl.PrefillOK {
+		prefillStart := first - nanos(tl.Prefill)
+		if tl.QueueOK {
+			add(names.SpanPhaseQueue, 'q', prefillStart-nanos(tl.Queue), prefillStart)
+		}
+		add(names.SpanPhasePrefill, 'p', prefillStart, first)
+	}
+	if tl.DecodeOK {
+		add(names.SpanPhaseDecode, 'd', first, first+nanos(tl.Decode))
+	}
+	return added
+}
+
+func nanos(s float64) int64 {
+	if s > math.MaxInt64/1e9 {
+		return math.MaxInt64 / 2
+	}
+	return int64(math.Round(s * 1e9))
+}
+
+// phaseSpanID derives a phase span's id from its parent's, so running the
+// same span twice gives the same ids and golden files are stable.
+func phaseSpanID(parent pcommon.SpanID, phase byte) pcommon.SpanID {
+	h := fnv.New64a()
+	_, _ = h.Write(parent[:])
+	_, _ = h.Write([]byte{phase})
+	v := h.Sum64()
+	if v == 0 {
+		v = 1
+	}
+	var id pcommon.SpanID
+	binary.BigEndian.PutUint64(id[:], v)
+	return id
+}
+
+// removeIndexes removes the spans at the given ascending indexes (the
+// places of spans moved out by hold).
+func removeIndexes(spans ptrace.SpanSlice, idx []int) {
+	i, next := 0, 0
+	spans.RemoveIf(func(ptrace.Span) bool {
+		drop := next < len(idx) && idx[next] == i
+		if drop {
+			next++
+		}
+		i++
+		return drop
+	})
+}
+
+// removeEmpty drops scopes and resources left without spans by hold.
+func removeEmpty(td ptrace.Traces) {
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+}

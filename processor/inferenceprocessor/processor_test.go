@@ -1,0 +1,393 @@
+package inferenceprocessor
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
+)
+
+// spansByName indexes every output span by name (last one wins).
+func spansByName(tds ...ptrace.Traces) map[string]ptrace.Span {
+	out := map[string]ptrace.Span{}
+	for _, td := range tds {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			sss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < sss.Len(); j++ {
+				for k := 0; k < sss.At(j).Spans().Len(); k++ {
+					s := sss.At(j).Spans().At(k)
+					out[s.Name()] = s
+				}
+			}
+		}
+	}
+	return out
+}
+
+func dbl(t *testing.T, s ptrace.Span, key string) float64 {
+	t.Helper()
+	v, ok := s.Attributes().Get(key)
+	require.Truef(t, ok, "%s missing", key)
+	require.Equal(t, pcommon.ValueTypeDouble, v.Type(), key)
+	return v.Double()
+}
+
+func str(t *testing.T, s ptrace.Span, key string) string {
+	t.Helper()
+	v, ok := s.Attributes().Get(key)
+	require.Truef(t, ok, "%s missing", key)
+	return v.Str()
+}
+
+func integer(t *testing.T, s ptrace.Span, key string) int64 {
+	t.Helper()
+	v, ok := s.Attributes().Get(key)
+	require.Truef(t, ok, "%s missing", key)
+	require.Equal(t, pcommon.ValueTypeInt, v.Type(), key)
+	return v.Int()
+}
+
+func absent(t *testing.T, s ptrace.Span, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		_, ok := s.Attributes().Get(k)
+		assert.Falsef(t, ok, "%s should be absent", k)
+	}
+}
+
+func offset(s ptrace.Span, parent ptrace.Span) (float64, float64) {
+	base := int64(parent.StartTimestamp())
+	return float64(int64(s.StartTimestamp())-base) / 1e9, float64(int64(s.EndTimestamp())-base) / 1e9
+}
+
+func run(t *testing.T, cfg *Config, batches ...string) (map[string]ptrace.Span, *componenttest.Telemetry) {
+	t.Helper()
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
+	for _, b := range batches {
+		h.consume(t, readBatch(t, b))
+	}
+	require.NoError(t, h.tp.Shutdown(t.Context()))
+	return spansByName(h.sink.AllTraces()...), tel
+}
+
+func TestVLLMCanonical(t *testing.T) {
+	spans, tel := run(t, goldenConfig(), "vllm_basic")
+	s := spans["llm_request"]
+	assert.InDelta(t, 0.25, dbl(t, s, names.AttrTimeToFirstToken), 1e-12)
+	assert.InDelta(t, 2.0, dbl(t, s, names.AttrE2E), 1e-12)
+	assert.InDelta(t, 1.7/127, dbl(t, s, names.AttrTimePerOutputTok), 1e-12)
+	assert.InDelta(t, 2.0-0.05-0.15-1.7, dbl(t, s, names.AttrTimeInOther), 1e-9)
+	assert.Equal(t, "decode", str(t, s, names.AttrBottleneck))
+	assert.Equal(t, int64(512), integer(t, s, names.AttrInputTokens))
+	assert.Equal(t, int64(128), integer(t, s, names.AttrOutputTokens))
+	assert.Equal(t, "vllm", str(t, s, names.AttrProviderName))
+	assert.Equal(t, "chat", str(t, s, names.AttrOperationName)) // chatcmpl- request id
+	assert.Equal(t, "meta-llama/Llama-3.1-8B-Instruct", str(t, s, names.AttrRequestModel))
+	absent(t, s, names.AttrAnomaly, names.AttrErrorType)
+
+	// The waterfall: queue [0.05, 0.10], prefill [0.10, 0.25], decode [0.25, 1.95].
+	for _, tc := range []struct {
+		name       string
+		start, end float64
+	}{{"queue", 0.05, 0.10}, {"prefill", 0.10, 0.25}, {"decode", 0.25, 1.95}} {
+		ph, ok := spans[tc.name]
+		require.True(t, ok, tc.name)
+		assert.Equal(t, s.SpanID(), ph.ParentSpanID(), tc.name)
+		assert.Equal(t, s.TraceID(), ph.TraceID(), tc.name)
+		start, end := offset(ph, s)
+		assert.InDelta(t, tc.start, start, 1e-9, tc.name)
+		assert.InDelta(t, tc.end, end, 1e-9, tc.name)
+		v, _ := ph.Attributes().Get(names.AttrSynthetic)
+		assert.True(t, v.Bool())
+	}
+
+	metadatatest.AssertEqualProcessorInferenceRequests(t, tel, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("provider", "vllm"))},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorInferencePhaseSpans(t, tel, []metricdata.DataPoint[int64]{{Value: 3}}, metricdatatest.IgnoreTimestamp())
+}
+
+func TestPhaseSpansOff(t *testing.T) {
+	cfg := goldenConfig()
+	cfg.PhaseSpans = false
+	spans, _ := run(t, cfg, "vllm_basic")
+	require.Len(t, spans, 1)
+	assert.Contains(t, spans, "llm_request")
+}
+
+func TestModelResolution(t *testing.T) {
+	// Span beats resource beats default.
+	td := readBatch(t, "vllm_basic")
+	rs := td.ResourceSpans().At(0)
+	rs.Resource().Attributes().PutStr(names.ResourceModelName, "from-resource")
+	spans, _ := runTraces(t, goldenConfig(), td)
+	assert.Equal(t, "from-resource", str(t, spans["llm_request"], names.AttrRequestModel))
+
+	td = readBatch(t, "vllm_basic")
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr(names.ResourceModelName, "from-resource")
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr(names.AttrRequestModel, "from-span")
+	spans, _ = runTraces(t, goldenConfig(), td)
+	assert.Equal(t, "from-span", str(t, spans["llm_request"], names.AttrRequestModel))
+
+	cfg := goldenConfig()
+	cfg.Model.Default = ""
+	spans, _ = runTraces(t, cfg, readBatch(t, "vllm_basic"))
+	absent(t, spans["llm_request"], names.AttrRequestModel)
+}
+
+func runTraces(t *testing.T, cfg *Config, tds ...ptrace.Traces) (map[string]ptrace.Span, *componenttest.Telemetry) {
+	t.Helper()
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
+	for _, td := range tds {
+		h.consume(t, td)
+	}
+	require.NoError(t, h.tp.Shutdown(t.Context()))
+	return spansByName(h.sink.AllTraces()...), tel
+}
+
+func TestEdgeCases(t *testing.T) {
+	t.Run("one output token has no time per output token", func(t *testing.T) {
+		spans, _ := run(t, goldenConfig(), "vllm_one_token")
+		s := spans["llm_request"]
+		assert.Equal(t, int64(1), integer(t, s, names.AttrOutputTokens))
+		absent(t, s, names.AttrTimePerOutputTok, names.AttrAnomaly)
+		assert.NotContains(t, spans, "decode") // zero-length decode gets no span
+	})
+	t.Run("aborted request", func(t *testing.T) {
+		spans, _ := run(t, goldenConfig(), "vllm_aborted")
+		s := spans["llm_request"]
+		assert.Equal(t, "abort", str(t, s, names.AttrErrorType))
+		// No token came, so vLLM's 0 is not a time to first token.
+		absent(t, s, names.AttrTimeToFirstToken, names.AttrTimePerOutputTok)
+		assert.Equal(t, "queue", str(t, s, names.AttrBottleneck))
+		assert.NotContains(t, spans, "queue")
+	})
+	t.Run("error status", func(t *testing.T) {
+		spans, _ := run(t, goldenConfig(), "vllm_error")
+		assert.Equal(t, "vllm.v1.engine.exceptions.EngineDeadError", str(t, spans["llm_request"], names.AttrErrorType))
+	})
+	t.Run("error status without exception event", func(t *testing.T) {
+		td := readBatch(t, "vllm_basic")
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+		spans, _ := runTraces(t, goldenConfig(), td)
+		assert.Equal(t, "_OTHER", str(t, spans["llm_request"], names.AttrErrorType))
+	})
+	t.Run("temperature 0 is omitted by vLLM and not an anomaly", func(t *testing.T) {
+		spans, _ := run(t, goldenConfig(), "vllm_temperature0")
+		s := spans["llm_request"]
+		absent(t, s, "gen_ai.request.temperature", names.AttrAnomaly)
+		assert.Equal(t, "text_completion", str(t, s, names.AttrOperationName)) // cmpl- request id
+	})
+}
+
+func TestBadValues(t *testing.T) {
+	spans, tel := run(t, goldenConfig(), "vllm_bad_values")
+	s := spans["llm_request"]
+	assert.Equal(t,
+		"gen_ai.latency.e2e:missing,gen_ai.latency.time_in_model_decode:wrong_type,"+
+			"gen_ai.latency.time_in_model_prefill:nan,gen_ai.latency.time_in_queue:negative,gen_ai.usage.prompt_tokens:wrong_type",
+		str(t, s, names.AttrAnomaly))
+	// Nothing invented: the bad figures and everything computed from them are absent.
+	absent(t, s, names.AttrE2E, names.AttrTimeInQueue, names.AttrTimeInPrefill, names.AttrTimeInDecode,
+		names.AttrTimePerOutputTok, names.AttrTimeInOther, names.AttrBottleneck, names.AttrInputTokens)
+	// The good ones stay.
+	assert.InDelta(t, 0.25, dbl(t, s, names.AttrTimeToFirstToken), 1e-12)
+	assert.Equal(t, int64(128), integer(t, s, names.AttrOutputTokens))
+	assert.NotContains(t, spans, "queue")
+
+	metadatatest.AssertEqualProcessorInferenceAnomalies(t, tel, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "missing"))},
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "wrong_type"))},
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "nan"))},
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "negative"))},
+	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreValue())
+
+	spans, _ = run(t, goldenConfig(), "vllm_phases_exceed_e2e")
+	s = spans["llm_request"]
+	assert.Equal(t, "phases_exceed_e2e", str(t, s, names.AttrAnomaly))
+	absent(t, s, names.AttrTimeInOther)
+}
+
+func TestPrivacy(t *testing.T) {
+	spans, tel := run(t, goldenConfig(), "vllm_content")
+	s := spans["llm_request"]
+	absent(t, s, "gen_ai.prompt", "gen_ai.prompt.0.content", "gen_ai.completion.0.content", "gen_ai.input.messages",
+		"gen_ai.output.messages", "gen_ai.system_instructions", "llm.prompts", "llm.completions")
+	require.Equal(t, 1, s.Events().Len())
+	ev := s.Events().At(0)
+	assert.Equal(t, "token_scheduled", ev.Name())
+	_, ok := ev.Attributes().Get("gen_ai.prompt")
+	assert.False(t, ok)
+	assert.Equal(t, "Qwen/Qwen3-8B", str(t, s, names.AttrRequestModel))
+	assert.Equal(t, "sql-adapter", str(t, s, names.AttrLoRAAdapter))
+	metadatatest.AssertEqualProcessorInferenceContentRemoved(t, tel, []metricdata.DataPoint[int64]{
+		{Value: 9, Attributes: attribute.NewSet(attribute.String("kind", "attribute"))},
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("kind", "event"))},
+	}, metricdatatest.IgnoreTimestamp())
+
+	// keep_content turns removal off.
+	cfg := goldenConfig()
+	cfg.Privacy.KeepContent = true
+	spans, _ = run(t, cfg, "vllm_content")
+	assert.Equal(t, "secret prompt", str(t, spans["llm_request"], "gen_ai.prompt"))
+	assert.Equal(t, 3, spans["llm_request"].Events().Len())
+}
+
+func TestSGLangJoin(t *testing.T) {
+	for _, order := range [][]string{{"sglang_root", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root"}} {
+		t.Run(order[0]+" first", func(t *testing.T) {
+			spans, tel := run(t, goldenConfig(), order...)
+			s := spans[" Req 1a2b3c4d"]
+			assert.InDelta(t, 0.30, dbl(t, s, names.AttrTimeInQueue), 1e-9)
+			// SGLang's 0.48 s prefill included the 0.30 s queue.
+			assert.InDelta(t, 0.18, dbl(t, s, names.AttrTimeInPrefill), 1e-9)
+			assert.InDelta(t, 2.45/199, dbl(t, s, names.AttrTimePerOutputTok), 1e-12)
+			assert.InDelta(t, 3.0-0.48-2.45, dbl(t, s, names.AttrTimeInOther), 1e-9)
+			assert.Equal(t, "sglang", str(t, s, names.AttrProviderName))
+			assert.Equal(t, "meta-llama/Llama-3.1-8B-Instruct", str(t, s, names.AttrRequestModel)) // gen_ai.response.model
+			q := spans["queue"]
+			start, end := offset(q, s)
+			// The queue phase lands where SGLang's prefill_waiting stage was.
+			assert.InDelta(t, 0.02, start, 1e-9)
+			assert.InDelta(t, 0.32, end, 1e-9)
+			// Stage spans pass through untouched.
+			assert.Equal(t, 0, spans["prefill_waiting"].Attributes().Len())
+			_, err := tel.GetMetric("otelcol_processor_inference_join_timeouts")
+			require.Error(t, err, "no request span timed out")
+		})
+	}
+
+	t.Run("root released without stages after the wait", func(t *testing.T) {
+		tel := componenttest.NewTelemetry()
+		t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+		h := newHarness(t, goldenConfig(), metadatatest.NewSettings(tel))
+		h.consume(t, readBatch(t, "sglang_root"))
+		assert.Equal(t, 0, h.sink.SpanCount(), "the root is held for its stages")
+		metadatatest.AssertEqualProcessorInferenceJoinPending(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+
+		h.p.expire(t.Context(), h.now.Add(2*time.Second))
+		assert.Equal(t, 0, h.sink.SpanCount(), "still within the 3 s wait")
+		h.p.expire(t.Context(), h.now.Add(3*time.Second))
+		spans := spansByName(h.sink.AllTraces()...)
+		s := spans[" Req 1a2b3c4d"]
+		absent(t, s, names.AttrTimeInQueue, names.AttrBottleneck)
+		assert.InDelta(t, 0.48, dbl(t, s, names.AttrTimeInPrefill), 1e-9) // still includes the queue
+		metadatatest.AssertEqualProcessorInferenceJoinTimeouts(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+		require.NoError(t, h.tp.Shutdown(t.Context()))
+		assert.Equal(t, 3, h.sink.SpanCount(), "root plus prefill and decode, once")
+	})
+
+	t.Run("join off", func(t *testing.T) {
+		cfg := goldenConfig()
+		cfg.SGLangJoin.Wait = 0
+		spans, _ := run(t, cfg, "sglang_root")
+		absent(t, spans[" Req 1a2b3c4d"], names.AttrTimeInQueue)
+		assert.Contains(t, spans, "decode")
+	})
+
+	t.Run("shutdown releases held spans", func(t *testing.T) {
+		h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
+		h.consume(t, readBatch(t, "sglang_root"))
+		require.Equal(t, 0, h.sink.SpanCount())
+		require.NoError(t, h.tp.Shutdown(t.Context()))
+		assert.Positive(t, h.sink.SpanCount())
+	})
+}
+
+func TestJoinMemoryCap(t *testing.T) {
+	cfg := goldenConfig()
+	cfg.SGLangJoin.MaxPending = 2
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
+	// Three request spans of three traces: the third evicts the first,
+	// which is released downstream at once (not dropped).
+	for i := byte(1); i <= 3; i++ {
+		td := readBatch(t, "sglang_root")
+		s := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+		s.SetTraceID(pcommon.TraceID{15: i})
+		h.consume(t, td)
+	}
+	assert.Positive(t, h.sink.SpanCount())
+	metadatatest.AssertEqualProcessorInferenceJoinEvictions(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, h.tp.Shutdown(t.Context()))
+	roots := 0
+	for _, td := range h.sink.AllTraces() {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			spans := td.ResourceSpans().At(i).ScopeSpans().At(0).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				if spans.At(k).Name() == " Req 1a2b3c4d" {
+					roots++
+				}
+			}
+		}
+	}
+	assert.Equal(t, 3, roots, "every request span comes out exactly once")
+}
+
+func TestReleaseFailureCounted(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	p, tp, err := newTraces(t.Context(), metadatatest.NewSettings(tel), goldenConfig(), consumertest.NewErr(errors.New("downstream full")))
+	require.NoError(t, err)
+	now := time.Unix(1767225600, 0)
+	p.now = func() time.Time { return now }
+	require.NoError(t, tp.ConsumeTraces(t.Context(), readBatch(t, "sglang_root")))
+	p.expire(t.Context(), now.Add(time.Minute))
+	metadatatest.AssertEqualProcessorInferenceReleaseFailures(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, tp.Shutdown(t.Context()))
+}
+
+// TestLifecycleWithTicker runs the real background ticker: a held span comes
+// out on its own after the wait.
+func TestLifecycleWithTicker(t *testing.T) {
+	cfg := goldenConfig()
+	cfg.SGLangJoin.Wait = 40 * time.Millisecond
+	sink := new(consumertest.TracesSink)
+	tp, err := NewFactory().CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, tp.Start(t.Context(), componenttest.NewNopHost()))
+	require.NoError(t, tp.ConsumeTraces(t.Context(), readBatch(t, "sglang_root")))
+	require.Eventually(t, func() bool { return sink.SpanCount() == 3 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, tp.Shutdown(t.Context()))
+	require.NoError(t, tp.Shutdown(t.Context()), "shutdown is idempotent")
+}
+
+func TestShutdownWithoutStart(t *testing.T) {
+	tp, err := NewFactory().CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), createDefaultConfig(), consumertest.NewNop())
+	require.NoError(t, err)
+	require.NoError(t, tp.Shutdown(t.Context()))
+}
+
+func TestAlreadyProcessedIsLeftAlone(t *testing.T) {
+	h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
+	h.consume(t, readBatch(t, "vllm_basic"))
+	first := h.finish(t)
+
+	again := ptrace.NewTraces()
+	for _, td := range h.sink.AllTraces() {
+		td.ResourceSpans().MoveAndAppendTo(again.ResourceSpans())
+	}
+	h2 := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
+	h2.consume(t, again)
+	assert.Equal(t, first, h2.finish(t))
+}
