@@ -31,8 +31,21 @@ const (
 	AttrITLGaps           = "inferprof.latency.itl.gaps" // every inter-token gap in seconds, for the connector's histogram
 	AttrDecodeSteps       = "inferprof.decode.steps"
 	AttrDecodeStalls      = "inferprof.decode.stalls"
-	AttrStepsMissing      = "inferprof.steps.missing" // the request's steps left the window before it arrived
+	AttrStepsMissing      = "inferprof.steps.missing" // why inter-token figures are absent or partial: evicted, no_steps, incomplete
 	AttrEngineInstanceKey = "inferprof.engine.instance"
+)
+
+// Phase spans the inference processor adds under each request span (the
+// waterfall). They carry AttrSynthetic=true and no canonical attributes, so
+// the connector does not count them as requests.
+const (
+	SpanPhaseQueue   = "queue"
+	SpanPhasePrefill = "prefill"
+	SpanPhaseDecode  = "decode"
+	AttrSynthetic    = "inferprof.synthetic" // bool: made by inferprof, not by the engine
+	// ResourceModelName names the served model on the resource when the
+	// engine's spans do not (vLLM); the inference processor reads it.
+	ResourceModelName = "inferprof.model.name"
 )
 
 // Provider names for gen_ai.provider.name.
@@ -64,6 +77,36 @@ const (
 	ResourceHostName        = "host.name"
 	ResourceServiceName     = "service.name"
 	ResourceServiceInstance = "service.instance.id"
+
+	// bool, set only when true: the hook left request ids out of this step.
+	AttrStepIDsTruncated = "inferprof.step.request_ids_truncated"
+	// int: data-parallel rank of the engine in its server.
+	ResourceEngineIndex = "inferprof.engine.index"
+)
+
+// Metrics emitted by the inference_metrics connector (GenAI semantic
+// conventions where one exists, inferprof.* otherwise).
+const (
+	MetricTimeToFirstToken   = "gen_ai.server.time_to_first_token"
+	MetricTimePerOutputToken = "gen_ai.server.time_per_output_token"
+	MetricRequestDuration    = "gen_ai.server.request.duration"
+	MetricQueueDuration      = "inferprof.server.queue.duration"
+	MetricPrefillDuration    = "inferprof.server.prefill.duration"
+	MetricDecodeDuration     = "inferprof.server.decode.duration"
+	MetricOtherDuration      = "inferprof.server.other.duration"
+	MetricTokenUsage         = "inferprof.server.token.usage"
+	MetricTokens             = "inferprof.server.tokens"
+	MetricRequests           = "inferprof.server.requests"
+	MetricGoodput            = "inferprof.server.goodput"
+	MetricInterTokenLatency  = "inferprof.server.inter_token_latency"
+	MetricStepDuration       = "inferprof.engine.step.duration"
+	MetricStepBatchSize      = "inferprof.engine.step.batch_size"
+	MetricStepTokens         = "inferprof.engine.step.tokens"
+	MetricPreemptions        = "inferprof.engine.preemptions"
+
+	AttrTokenType      = "gen_ai.token.type" // input | output
+	AttrMetricOverflow = "otel.metric.overflow"
+	ErrorTypeOther     = "_OTHER" // semconv fallback for error.type
 )
 
 // GPU kernel metrics, produced by the cupti receiver and mapped to
@@ -74,4 +117,32 @@ const (
 	AttrKernelName       = "gpu.kernel.name"
 	AttrKernelCategory   = "gpu.kernel.category"
 	AttrDeviceID         = "hw.id"
+)
+
+// More GPU activity metrics from the cupti receiver (memory copies, memsets,
+// host synchronization, CUDA graph launches, device busy time).
+const (
+	MetricMemcpyDuration = "inferprof.gpu.memcpy.duration"
+	MetricMemcpyBytes    = "inferprof.gpu.memcpy.bytes"
+	MetricMemsetDuration = "inferprof.gpu.memset.duration"
+	MetricMemsetBytes    = "inferprof.gpu.memset.bytes"
+	MetricSyncDuration   = "inferprof.gpu.sync.duration"
+	MetricGraphDuration  = "inferprof.gpu.graph.duration"
+	MetricGPUBusyTime    = "inferprof.gpu.busy.time"
+	AttrMemcpyKind       = "inferprof.gpu.memcpy.kind"
+	AttrMemoryKind       = "inferprof.gpu.memory.kind"
+	AttrSyncKind         = "inferprof.gpu.sync.kind"
+)
+
+// GPU device events and counters, produced by the nvml receiver (logs and
+// metrics) and read by the graphsignal exporter's error logs. Device
+// resources carry hw.id (the GPU UUID), hw.name and nvidia.gpu.* attributes.
+const (
+	EventNameXID        = "nvidia.gpu.xid"         // log record event name of an XID
+	AttrXID             = "nvidia.gpu.xid"         // int: the XID code, on log records and the counter
+	AttrXIDMeaning      = "nvidia.gpu.xid.meaning" // text for the well-known codes
+	AttrGPUEventType    = "nvidia.gpu.event.type"  // xid, double_bit_ecc_error, ...
+	MetricXIDErrors     = "nvidia.gpu.xid.errors"
+	ResourceHwName      = "hw.name"
+	ResourceContainerID = "container.id"
 )

@@ -40,6 +40,10 @@ type Config struct {
 	// Privacy removes prompt and completion content from every span.
 	Privacy PrivacyConfig `mapstructure:"privacy"`
 
+	// EngineSteps rebuilds each request's inter-token latency from the
+	// engine.step spans of the same engine (the engine_step receiver).
+	EngineSteps StepsConfig `mapstructure:"engine_steps"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -81,6 +85,33 @@ type JoinConfig struct {
 	_ struct{}
 }
 
+// StepsConfig bounds the window of recent engine steps kept per engine
+// instance. Request spans arrive when their request finished, so the window
+// must span the longest request; a request whose steps already left it is
+// marked inferprof.steps.missing=evicted instead of given figures.
+type StepsConfig struct {
+	// Enabled turns the inter-token latency rebuild on. Default true; it
+	// costs nothing until step spans arrive.
+	Enabled bool `mapstructure:"enabled"`
+	// MaxAge keeps steps this long after the newest step of their engine.
+	// Default 5m. Must be positive.
+	MaxAge time.Duration `mapstructure:"max_age"`
+	// MaxRecords caps the (request, step) token records kept in all, the
+	// window's main memory cost (about 42 bytes each). Default 2000000
+	// (about 85 MB). Must be positive.
+	MaxRecords int `mapstructure:"max_records"`
+	// MaxInstances caps the engine instances (service.name) tracked.
+	// Default 256. Must be positive.
+	MaxInstances int `mapstructure:"max_instances"`
+	// StallFactor counts an inter-token gap as a stall
+	// (inferprof.decode.stalls) when it exceeds this multiple of the
+	// request's median gap. Default 3. Must be above 1.
+	StallFactor float64 `mapstructure:"stall_factor"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
 // PrivacyConfig lists what content is removed from every span.
 type PrivacyConfig struct {
 	// Attributes are span and span-event attribute keys to delete. A key
@@ -107,6 +138,20 @@ func (cfg *Config) Validate() error {
 	var errs []error
 	if strings.TrimSpace(cfg.OperationName) == "" {
 		errs = append(errs, errors.New("operation_name must not be empty"))
+	}
+	if es := cfg.EngineSteps; es.Enabled {
+		if es.MaxAge <= 0 {
+			errs = append(errs, errors.New("engine_steps.max_age must be positive"))
+		}
+		if es.MaxRecords <= 0 {
+			errs = append(errs, errors.New("engine_steps.max_records must be positive"))
+		}
+		if es.MaxInstances <= 0 {
+			errs = append(errs, errors.New("engine_steps.max_instances must be positive"))
+		}
+		if !(es.StallFactor > 1) {
+			errs = append(errs, errors.New("engine_steps.stall_factor must be above 1"))
+		}
 	}
 	if cfg.SGLangJoin.Wait < 0 {
 		errs = append(errs, errors.New("sglang_join.wait must not be negative"))

@@ -56,6 +56,7 @@ func TestUnmarshalConfig(t *testing.T) {
 			Attributes: []string{"gen_ai.prompt*", "gen_ai.completion*", "my.app.user_input"},
 			Events:     []string{"gen_ai.user.message", "gen_ai.choice"},
 		},
+		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4},
 	}, cfg)
 
 	cfg, err = load(t, "keep")
@@ -75,6 +76,8 @@ func TestInvalidConfig(t *testing.T) {
 		"zero_ttl":         "sglang_join.stage_ttl must be greater than zero",
 		"empty_operation":  "operation_name must not be empty",
 		"empty_key":        "model.resource_attributes must not contain an empty key",
+		"zero_max_age":     "engine_steps.max_age must be positive",
+		"low_stall_factor": "engine_steps.stall_factor must be above 1",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, name)

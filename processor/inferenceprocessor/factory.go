@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
@@ -40,6 +41,13 @@ func createDefaultConfig() component.Config {
 			Wait:       3 * time.Second,
 			StageTTL:   5 * time.Minute,
 			MaxPending: 100_000,
+		},
+		EngineSteps: StepsConfig{
+			Enabled:      true,
+			MaxAge:       stepwindow.NewDefaultConfig().MaxAge,
+			MaxRecords:   stepwindow.NewDefaultConfig().MaxRecords,
+			MaxInstances: stepwindow.NewDefaultConfig().MaxInstances,
+			StallFactor:  stepwindow.NewDefaultConfig().StallFactor,
 		},
 		Privacy: PrivacyConfig{
 			Attributes: append([]string(nil), redact.DefaultAttributes...),

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
@@ -32,8 +33,9 @@ type inferenceProcessor struct {
 	tel        *metadata.TelemetryBuilder
 	settings   request.Settings
 	phaseSpans bool
-	redactor   *redact.Redactor // nil when content is kept
-	join       *join.Table      // nil when the SGLang join is off
+	redactor   *redact.Redactor   // nil when content is kept
+	join       *join.Table        // nil when the SGLang join is off
+	steps      *stepwindow.Window // nil when engine_steps is off
 
 	// for tests
 	now  func() time.Time
@@ -75,6 +77,11 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 	}
 	if !cfg.Privacy.KeepContent {
 		p.redactor = redact.New(cfg.Privacy.Attributes, cfg.Privacy.Events)
+	}
+	if es := cfg.EngineSteps; es.Enabled {
+		p.steps = stepwindow.New(stepwindow.Config{
+			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
+		})
 	}
 	if cfg.SGLangJoin.Wait > 0 {
 		p.join = join.New(join.Settings{
@@ -170,6 +177,9 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 }
 
 func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	if p.steps != nil {
+		p.addSteps(ctx, td)
+	}
 	var released []join.Released
 	var drop []int
 	held := false
@@ -298,6 +308,9 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, res pcommon.Resource, q request.Queue) {
 	span := spans.At(k)
 	r := request.Normalize(kind, span, res, &p.settings, q)
+	if p.steps != nil {
+		p.interTokenLatency(span, res)
+	}
 	p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind])
 	for _, a := range r.Anomalies {
 		reason := a

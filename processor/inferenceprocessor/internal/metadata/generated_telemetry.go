@@ -36,6 +36,7 @@ type TelemetryBuilder struct {
 	ProcessorInferencePhaseSpans      metric.Int64Counter
 	ProcessorInferenceReleaseFailures metric.Int64Counter
 	ProcessorInferenceRequests        metric.Int64Counter
+	ProcessorInferenceSteps           metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -138,6 +139,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_inference_requests",
 		metric.WithDescription("Engine request spans recognised and given the canonical attribute set, by provider. [Alpha]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorInferenceSteps, err = builder.meter.Int64Counter(
+		"otelcol_processor_inference_steps",
+		metric.WithDescription("engine.step spans added to the step window that rebuilds inter-token latency. [Alpha]"),
+		metric.WithUnit("{step}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

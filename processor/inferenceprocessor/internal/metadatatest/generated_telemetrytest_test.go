@@ -31,6 +31,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
 	tb.ProcessorInferenceReleaseFailures.Add(context.Background(), 1)
 	tb.ProcessorInferenceRequests.Add(context.Background(), 1)
+	tb.ProcessorInferenceSteps.Add(context.Background(), 1)
 	AssertEqualProcessorInferenceAnomalies(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -53,6 +54,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceRequests(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceSteps(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

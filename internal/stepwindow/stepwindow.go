@@ -1,0 +1,450 @@
+// Package stepwindow keeps a bounded, time-indexed window of recent engine
+// steps per engine instance and rebuilds a request's token timestamps, and so
+// its inter-token latency, from the ends of the steps that gave it tokens.
+//
+// Request spans arrive after their request finished while steps stream in as
+// it runs, so the window must still hold a request's steps when its span
+// arrives. When it no longer does, Lookup says so (StatusEvicted) rather than
+// guess. A Window is safe for concurrent use.
+package stepwindow // import "github.com/inferprof/inferprof/internal/stepwindow"
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Config bounds a Window. Zero fields take the defaults from NewDefaultConfig.
+type Config struct {
+	// MaxAge evicts steps that ended this long before the newest step of
+	// their instance. Default 5m.
+	MaxAge time.Duration
+	// MaxSteps caps the steps kept per instance. Default 120000 (10 minutes at
+	// 200 steps/s).
+	MaxSteps int
+	// MaxRecords caps the (request, step) token records kept across all
+	// instances, the window's main memory cost (about 42 bytes each); the
+	// oldest steps go first. Default 2,000,000 (about 85 MB).
+	MaxRecords int
+	// MaxInstances caps the engine instances tracked; the one updated least
+	// recently goes first. Default 256.
+	MaxInstances int
+	// StallFactor counts a gap as a stall when it exceeds StallFactor times
+	// the request's median gap. Default 3.
+	StallFactor float64
+}
+
+// NewDefaultConfig returns the default bounds.
+func NewDefaultConfig() Config {
+	return Config{
+		MaxAge:       5 * time.Minute,
+		MaxSteps:     120_000,
+		MaxRecords:   2_000_000,
+		MaxInstances: 256,
+		StallFactor:  3,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := NewDefaultConfig()
+	if c.MaxAge <= 0 {
+		c.MaxAge = d.MaxAge
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = d.MaxSteps
+	}
+	if c.MaxRecords <= 0 {
+		c.MaxRecords = d.MaxRecords
+	}
+	if c.MaxInstances <= 0 {
+		c.MaxInstances = d.MaxInstances
+	}
+	if c.StallFactor <= 0 {
+		c.StallFactor = d.StallFactor
+	}
+	return c
+}
+
+// Step is one engine step as the window needs it. See FromSpan.
+type Step struct {
+	// Source identifies the process that numbered Index (pid and engine
+	// index); several sources may feed one instance.
+	Source uint64
+	// Index is the step's number in its source, from 1. A jump marks lost
+	// steps, which make the requests they overlap incomplete.
+	Index uint64
+	// StartUnixNs and EndUnixNs bound the step; tokens count as produced at
+	// its end.
+	StartUnixNs int64
+	EndUnixNs   int64
+	// RequestIDs got RequestTokens[i] tokens each in this step.
+	RequestIDs    []string
+	RequestTokens []int64
+	// Truncated marks a step whose request id list the hook cut short.
+	Truncated bool
+}
+
+// Status says how far a Result can be trusted.
+type Status int
+
+const (
+	// StatusOK means the window covered the whole request.
+	StatusOK Status = iota
+	// StatusNoSteps means the window covers the request's time but holds no
+	// token for it (unknown id, or no step data for that instance yet).
+	StatusNoSteps
+	// StatusEvicted means steps from the request's lifetime already left the
+	// window, or were never seen (the window started after the request
+	// arrived); no figures are given.
+	StatusEvicted
+	// StatusIncomplete means steps were lost or truncated while the request
+	// ran; the figures cover the tokens seen and may overstate gaps.
+	StatusIncomplete
+	// StatusUnknownInstance means no step of the instance was ever seen.
+	StatusUnknownInstance
+)
+
+// String returns the status as used in span attributes.
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusNoSteps:
+		return "no_steps"
+	case StatusEvicted:
+		return "evicted"
+	case StatusIncomplete:
+		return "incomplete"
+	case StatusUnknownInstance:
+		return "unknown_instance"
+	default:
+		return "unknown"
+	}
+}
+
+// Result is a request's inter-token latency rebuilt from steps.
+type Result struct {
+	Status Status
+	// Tokens is the number of tokens the steps gave the request.
+	Tokens int
+	// TokenSteps is the number of steps that gave it tokens.
+	TokenSteps int
+	// Gaps holds the time between consecutive token steps, in seconds; one
+	// per step after the first, as `vllm bench serve` counts ITL per chunk.
+	Gaps []float64
+	// P50, P99 and Max summarise Gaps (nearest-rank percentiles); zero when
+	// Gaps is empty.
+	P50, P99, Max float64
+	// DecodeSteps is len(Gaps): the steps after the first token.
+	DecodeSteps int
+	// Stalls counts gaps above StallFactor times P50.
+	Stalls int
+}
+
+// Stats are the window's counters.
+type Stats struct {
+	Instances        int
+	Steps            int
+	Records          int
+	EvictedSteps     uint64 // steps that left the window for age or size
+	EvictedInstances uint64
+}
+
+// Window is the set of per-instance step windows.
+type Window struct {
+	mu               sync.Mutex
+	cfg              Config
+	instances        map[string]*instance
+	records          int
+	evictedSteps     uint64
+	evictedInstances uint64
+	tick             uint64 // orders instance updates for LRU eviction
+}
+
+// New returns an empty window with cfg's bounds.
+func New(cfg Config) *Window {
+	return &Window{cfg: cfg.withDefaults(), instances: map[string]*instance{}}
+}
+
+type instance struct {
+	steps    []stepRec // ring buffer, oldest at head
+	head     int
+	n        int
+	nextSeq  uint64 // seq of the next step added; seq of steps[head] is nextSeq-n
+	requests map[string]*track
+	// evictedEnd is the end of the newest evicted step: a request that
+	// arrived after it has all its steps in the window.
+	evictedEnd int64
+	sources    map[uint64]source // last step seen per source
+	flaws      []flaw            // flawed steps still in the window, oldest first
+	used       uint64
+}
+
+type stepRec struct {
+	start, end int64
+	touched    []*track // requests that got tokens here, to trim on eviction
+}
+
+// source is the last step seen from one process.
+type source struct {
+	index uint64
+	end   int64
+}
+
+// flaw is a step that was truncated or came after lost steps.
+type flaw struct{ start, end int64 }
+
+type track struct {
+	id   string
+	recs []tokenRec // in step order
+}
+
+type tokenRec struct {
+	seq    uint64
+	tokens int64
+}
+
+// Add appends step s to instance key's window and evicts what the bounds
+// require. Steps of one source must arrive in order; late ones are dropped.
+func (w *Window) Add(key string, s *Step) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	in := w.instances[key]
+	if in == nil {
+		if len(w.instances) >= w.cfg.MaxInstances {
+			w.evictInstanceLocked()
+		}
+		in = &instance{
+			steps:    make([]stepRec, 0, 64),
+			requests: map[string]*track{},
+			sources:  map[uint64]source{},
+		}
+		w.instances[key] = in
+	}
+	w.tick++
+	in.used = w.tick
+	flawed := s.Truncated
+	flawStart := s.StartUnixNs
+	if last, ok := in.sources[s.Source]; ok {
+		if s.Index <= last.index {
+			return
+		}
+		if s.Index != last.index+1 {
+			// The lost steps ran between the previous step and this one.
+			flawed = true
+			flawStart = last.end
+		}
+	} else if s.Index > 1 {
+		// The source ran before the window saw it (the collector started
+		// late, or the source was evicted): its earlier steps are as good as
+		// evicted for requests that arrived before this one began.
+		in.evictedEnd = max(in.evictedEnd, s.StartUnixNs)
+	}
+	in.sources[s.Source] = source{index: s.Index, end: s.EndUnixNs}
+
+	if in.n == w.cfg.MaxSteps {
+		w.evictOldestLocked(in)
+	}
+	slot := w.slotLocked(in)
+	touched := slot.touched[:0] // reuse the evicted step's slice when the ring wraps
+	seq := in.nextSeq
+	for i, id := range s.RequestIDs {
+		tok := int64(1)
+		if i < len(s.RequestTokens) {
+			tok = s.RequestTokens[i]
+		}
+		if tok <= 0 {
+			continue
+		}
+		t := in.requests[id]
+		if t == nil {
+			t = &track{id: id}
+			in.requests[id] = t
+		}
+		t.recs = append(t.recs, tokenRec{seq: seq, tokens: tok})
+		touched = append(touched, t)
+	}
+	*slot = stepRec{start: s.StartUnixNs, end: s.EndUnixNs, touched: touched}
+	in.nextSeq++
+	if flawed {
+		if len(in.flaws) >= w.cfg.MaxSteps {
+			in.flaws = in.flaws[1:]
+		}
+		in.flaws = append(in.flaws, flaw{flawStart, s.EndUnixNs})
+	}
+	w.records += len(touched)
+
+	for in.n > 0 && in.steps[in.head].end < s.EndUnixNs-int64(w.cfg.MaxAge) {
+		w.evictOldestLocked(in)
+	}
+	for w.records > w.cfg.MaxRecords {
+		w.evictGlobalOldestLocked()
+	}
+}
+
+// slotLocked returns the ring slot for a new step and counts it.
+func (w *Window) slotLocked(in *instance) *stepRec {
+	if in.n == len(in.steps) {
+		if len(in.steps) < w.cfg.MaxSteps {
+			// Grow: unroll the ring so head is 0, then append.
+			if in.head != 0 {
+				in.steps = slices.Concat(in.steps[in.head:], in.steps[:in.head])
+				in.head = 0
+			}
+			in.steps = append(in.steps, stepRec{})
+			in.n++
+			return &in.steps[len(in.steps)-1]
+		}
+	}
+	i := (in.head + in.n) % len(in.steps)
+	in.n++
+	return &in.steps[i]
+}
+
+// evictOldestLocked drops the instance's oldest step and its token records.
+func (w *Window) evictOldestLocked(in *instance) {
+	st := &in.steps[in.head]
+	seq := in.nextSeq - uint64(in.n)
+	for _, t := range st.touched {
+		// The oldest record of every touched track is this step's.
+		if len(t.recs) > 0 && t.recs[0].seq == seq {
+			t.recs = t.recs[1:]
+			w.records--
+		}
+		if len(t.recs) == 0 {
+			delete(in.requests, t.id)
+		}
+	}
+	clear(st.touched)
+	in.evictedEnd = max(in.evictedEnd, st.end)
+	for len(in.flaws) > 0 && in.flaws[0].end <= in.evictedEnd {
+		in.flaws = in.flaws[1:]
+	}
+	in.head = (in.head + 1) % len(in.steps)
+	in.n--
+	w.evictedSteps++
+}
+
+func (w *Window) evictGlobalOldestLocked() {
+	var oldest *instance
+	for _, in := range w.instances {
+		if in.n > 0 && (oldest == nil || in.steps[in.head].end < oldest.steps[oldest.head].end) {
+			oldest = in
+		}
+	}
+	if oldest == nil {
+		w.records = 0
+		return
+	}
+	w.evictOldestLocked(oldest)
+}
+
+func (w *Window) evictInstanceLocked() {
+	var key string
+	var lru *instance
+	for k, in := range w.instances {
+		if lru == nil || in.used < lru.used {
+			key, lru = k, in
+		}
+	}
+	if lru == nil {
+		return
+	}
+	for _, t := range lru.requests {
+		w.records -= len(t.recs)
+	}
+	w.evictedSteps += uint64(lru.n)
+	delete(w.instances, key)
+	w.evictedInstances++
+}
+
+// Lookup rebuilds request requestID's token timestamps on instance key.
+// arrival is when the request arrived (the request span's start); finish,
+// when it ended (zero: unknown). Lookup does not consume the steps.
+func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result {
+	w.mu.Lock()
+	in := w.instances[key]
+	if in == nil {
+		w.mu.Unlock()
+		return Result{Status: StatusUnknownInstance}
+	}
+	if in.evictedEnd >= arrival.UnixNano() {
+		w.mu.Unlock()
+		return Result{Status: StatusEvicted}
+	}
+	t := in.requests[requestID]
+	if t == nil || len(t.recs) == 0 {
+		w.mu.Unlock()
+		return Result{Status: StatusNoSteps}
+	}
+	base := in.nextSeq - uint64(in.n)
+	ends := make([]int64, 0, len(t.recs))
+	res := Result{Status: StatusOK}
+	finishNs := int64(math.MaxInt64)
+	if !finish.IsZero() {
+		finishNs = finish.UnixNano()
+	}
+	for _, r := range t.recs {
+		i := in.head + int(r.seq-base)
+		if i >= len(in.steps) {
+			i -= len(in.steps)
+		}
+		ends = append(ends, in.steps[i].end)
+		res.Tokens += int(r.tokens)
+	}
+	// Lost or truncated steps anywhere in the request's life taint it.
+	arrivalNs := arrival.UnixNano()
+	for _, f := range in.flaws {
+		if f.end >= arrivalNs && f.start <= finishNs {
+			res.Status = StatusIncomplete
+			break
+		}
+	}
+	w.mu.Unlock()
+
+	res.TokenSteps = len(ends)
+	if len(ends) > 1 {
+		res.Gaps = make([]float64, len(ends)-1)
+		for i := 1; i < len(ends); i++ {
+			res.Gaps[i-1] = float64(ends[i]-ends[i-1]) / 1e9
+		}
+	}
+	res.DecodeSteps = len(res.Gaps)
+	if len(res.Gaps) > 0 {
+		sorted := slices.Clone(res.Gaps)
+		slices.Sort(sorted)
+		res.P50 = nearestRank(sorted, 0.50)
+		res.P99 = nearestRank(sorted, 0.99)
+		res.Max = sorted[len(sorted)-1]
+		limit := w.cfg.StallFactor * res.P50
+		for _, g := range res.Gaps {
+			if g > limit {
+				res.Stalls++
+			}
+		}
+	}
+	return res
+}
+
+// nearestRank returns the q-quantile of sorted by the nearest-rank method.
+func nearestRank(sorted []float64, q float64) float64 {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// Stats returns the window's sizes and eviction counters.
+func (w *Window) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := Stats{
+		Instances:        len(w.instances),
+		Records:          w.records,
+		EvictedSteps:     w.evictedSteps,
+		EvictedInstances: w.evictedInstances,
+	}
+	for _, in := range w.instances {
+		s.Steps += in.n
+	}
+	return s
+}

@@ -1,0 +1,75 @@
+package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepwindow"
+)
+
+// addSteps feeds every engine.step span of td into the step window before
+// any request span of td is looked up, so a batch holding both works in
+// either order. Step spans themselves pass on untouched: the connector turns
+// them into step metrics.
+func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) {
+	var st stepwindow.Step // slices reused across the batch; Add copies what it keeps
+	added := 0
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				if key, ok := stepwindow.FromSpan(spans.At(k), rs.Resource(), &st); ok {
+					p.steps.Add(key, &st)
+					added++
+				}
+			}
+		}
+	}
+	if added > 0 {
+		p.tel.ProcessorInferenceSteps.Add(ctx, int64(added))
+	}
+}
+
+// interTokenLatency rebuilds the request's token times from the steps that
+// gave it tokens and writes the inter-token figures on span. When the
+// engine's steps are known but the request's have left the window (or were
+// partly lost), it says so in inferprof.steps.missing instead of guessing.
+// Engines without the step hook get nothing.
+func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, res pcommon.Resource) {
+	attrs := span.Attributes()
+	id, ok := attrs.Get(names.AttrRequestID)
+	if !ok || id.Type() != pcommon.ValueTypeStr || id.Str() == "" {
+		return
+	}
+	r := p.steps.Lookup(stepwindow.InstanceKey(res), id.Str(),
+		span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime())
+	switch r.Status {
+	case stepwindow.StatusUnknownInstance:
+		return
+	case stepwindow.StatusOK:
+	default:
+		attrs.PutStr(names.AttrStepsMissing, r.Status.String())
+	}
+	if r.TokenSteps == 0 {
+		return
+	}
+	attrs.PutInt(names.AttrDecodeSteps, int64(r.DecodeSteps))
+	if len(r.Gaps) == 0 {
+		return
+	}
+	attrs.PutDouble(names.AttrITLP50, r.P50)
+	attrs.PutDouble(names.AttrITLP99, r.P99)
+	attrs.PutDouble(names.AttrITLMax, r.Max)
+	attrs.PutInt(names.AttrDecodeStalls, int64(r.Stalls))
+	gaps := attrs.PutEmptySlice(names.AttrITLGaps)
+	gaps.EnsureCapacity(len(r.Gaps))
+	for _, g := range r.Gaps {
+		gaps.AppendEmpty().SetDouble(g)
+	}
+}
