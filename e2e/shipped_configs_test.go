@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+type shipped struct {
+	Receivers  map[string]any `yaml:"receivers"`
+	Processors map[string]any `yaml:"processors"`
+	Connectors map[string]any `yaml:"connectors"`
+	Service    struct {
+		Pipelines map[string]struct {
+			Receivers  []string `yaml:"receivers"`
+			Processors []string `yaml:"processors"`
+			Exporters  []string `yaml:"exporters"`
+		} `yaml:"pipelines"`
+	} `yaml:"service"`
+}
+
+func loadShipped(t *testing.T, name string) shipped {
+	t.Helper()
+	b, err := os.ReadFile(shippedConfig(name))
+	require.NoError(t, err)
+	var s shipped
+	require.NoError(t, yaml.Unmarshal(b, &s))
+	return s
+}
+
+// TestShippedConfigsAgree keeps config/graphsignal.yaml the same as
+// config/default.yaml in everything but where data goes: the same receivers,
+// processors, connectors and pipeline shapes, with memory_limiter first.
+func TestShippedConfigsAgree(t *testing.T) {
+	def := loadShipped(t, "default.yaml")
+	gs := loadShipped(t, "graphsignal.yaml")
+	assert.Equal(t, def.Receivers, gs.Receivers)
+	assert.Equal(t, def.Processors, gs.Processors)
+	assert.Equal(t, def.Connectors, gs.Connectors)
+	require.Equal(t, len(def.Service.Pipelines), len(gs.Service.Pipelines))
+	for name, p := range def.Service.Pipelines {
+		q, ok := gs.Service.Pipelines[name]
+		require.Truef(t, ok, "pipeline %s missing from graphsignal.yaml", name)
+		assert.Equalf(t, p.Receivers, q.Receivers, "pipeline %s receivers", name)
+		assert.Equalf(t, p.Processors, q.Processors, "pipeline %s processors", name)
+		// Pipelines fed by a receiver from outside start with memory_limiter.
+		if !slices.Equal(p.Receivers, []string{"forward/traces"}) {
+			require.NotEmptyf(t, p.Processors, "pipeline %s has no processors", name)
+			assert.Equalf(t, "memory_limiter", p.Processors[0], "pipeline %s", name)
+		}
+	}
+	assert.Contains(t, gs.Service.Pipelines["metrics"].Exporters, "graphsignal")
+	assert.Contains(t, def.Service.Pipelines["metrics"].Exporters, "graphsignal")
+}
