@@ -1,0 +1,63 @@
+"""Per-engine-instance step emitter: numbers one step after another and sends it."""
+
+import os
+import socket as _socket
+
+from . import wire
+
+# Bound on cached request-id encodings; reaching it clears the cache (ids are
+# re-encoded on demand), so a leak of unfinished ids cannot grow memory.
+MAX_CACHED_IDS = 65536
+
+
+def service_name(default):
+    return os.environ.get("OTEL_SERVICE_NAME") or default
+
+
+class Emitter:
+    """Holds one engine instance's identity, step counter and id cache.
+
+    ids maps an engine request id to its encoded one-token entry, so the
+    common decode case costs one dict lookup and one append per request.
+    """
+
+    __slots__ = ("engine", "engine_index", "sender", "ident", "step", "ids", "pid", "prefix")
+
+    def __init__(self, engine, engine_name, engine_version, engine_index, sender):
+        self.engine = engine
+        self.engine_index = engine_index or 0
+        self.sender = sender
+        self.ident = wire.identity(service_name(engine_name), engine_version,
+                                   _socket.gethostname())
+        self.step = 0
+        self.ids = {}
+        self.pid = os.getpid()
+        self.prefix = wire.prefix(engine)
+
+    def entry(self, rid):
+        """The cached one-token wire entry of request rid."""
+        e = self.ids.get(rid)
+        if e is None:
+            if len(self.ids) >= MAX_CACHED_IDS:
+                self.ids.clear()
+            e = self.ids[rid] = wire.entry(rid)
+        return e
+
+    def alias(self, rid, external_id):
+        """Reports rid under external_id (the API request id) from now on."""
+        if external_id and external_id != rid:
+            if len(self.ids) >= MAX_CACHED_IDS:
+                self.ids.clear()
+            self.ids[rid] = wire.entry(external_id)
+
+    def forget(self, rid):
+        self.ids.pop(rid, None)
+
+    def emit(self, start_ns, end_ns, prefill, decode, scheduled, running, waiting,
+             kv_usage, entries, preempted):
+        self.step += 1
+        sender = self.sender
+        return sender.send(wire.encode_fast(
+            self.prefix, self.pid, self.engine_index, self.step, start_ns, end_ns,
+            prefill, decode, scheduled, running, waiting, kv_usage, sender.dropped,
+            self.ident, entries, preempted))

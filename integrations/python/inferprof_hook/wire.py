@@ -1,0 +1,190 @@
+"""Encoder for the engine step datagram, wire format version 1.
+
+The layout is specified in docs/step-wire.md; internal/stepwire decodes it in
+the collector. Everything is little-endian. The encoder is on the engine's
+hot path, so it packs one fixed header with a precompiled struct and appends
+cached, length-prefixed request ids.
+"""
+
+import struct
+
+MAGIC = b"IPST"
+VERSION = 1
+
+ENGINE_UNKNOWN = 0
+ENGINE_VLLM = 1
+ENGINE_SGLANG = 2
+
+FLAG_IDS_TRUNCATED = 0x0001
+FLAG_KV_USAGE = 0x0002
+
+# magic, version, engine, flags, pid, engine_index, step, start_ns, end_ns,
+# prefill, decode, scheduled_tokens, running, waiting, kv_usage,
+# hook_dropped, n_token_entries, n_preempted
+HEADER = struct.Struct("<4sBBHIIQqqIIIIIfIHH")
+HEADER_SIZE = HEADER.size  # 72
+# The same header after magic, version and engine, which are constant per
+# emitter: the hot path packs only this part.
+HEADER_TAIL = struct.Struct("<HIIQqqIIIIIfIHH")
+
+# A datagram never exceeds this, so it fits the default Linux socket buffers;
+# entries past it are dropped and FLAG_IDS_TRUNCATED is set.
+MAX_DATAGRAM = 200 * 1024
+MAX_ID_BYTES = 0xFFFF
+MAX_SHORT = 0xFF
+U32 = 0xFFFFFFFF
+
+_U16 = struct.Struct("<H")
+# Token counts 0..63 are the common case (1 without speculative decoding).
+_TOKENS = [_U16.pack(n) for n in range(64)]
+
+
+def short_string(s):
+    """Encodes a short identity string (service, version, host): u8 length, bytes."""
+    b = (s or "").encode("utf-8", "replace")[:MAX_SHORT]
+    return bytes((len(b),)) + b
+
+
+def identity(service_name, engine_version, host):
+    """The identity block that follows the header, built once per process."""
+    return short_string(service_name) + short_string(engine_version) + short_string(host)
+
+
+def id_bytes(request_id):
+    """A request id as it appears on the wire: u16 length, UTF-8 bytes."""
+    b = str(request_id).encode("utf-8", "replace")[:MAX_ID_BYTES]
+    return _U16.pack(len(b)) + b
+
+
+def tokens_bytes(n):
+    if n < 64:
+        return _TOKENS[n]
+    return _U16.pack(n if n <= 0xFFFF else 0xFFFF)
+
+
+def entry(request_id, n=1):
+    """One token entry: u16 tokens, u16 id length, id bytes."""
+    return tokens_bytes(n) + id_bytes(request_id)
+
+
+def with_tokens(entry1, n):
+    """Re-counts a cached one-token entry to n tokens."""
+    return entry1 if n == 1 else tokens_bytes(n) + entry1[2:]
+
+
+def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
+           scheduled_tokens, running, waiting, kv_usage, hook_dropped, ident,
+           entries, preempted):
+    """Returns one datagram.
+
+    entries is a list of encoded token entries (see entry), preempted a list
+    of id_bytes; kv_usage is a float in 0..1 or None when unknown.
+    """
+    flags = 0
+    if kv_usage is None:
+        kv = 0.0
+    else:
+        kv = min(1.0, max(0.0, float(kv_usage)))
+        flags |= FLAG_KV_USAGE
+    if end_ns < start_ns:
+        end_ns = start_ns
+    n = len(entries)
+    m = len(preempted)
+    body = b"".join(entries)
+    pre = b"".join(preempted) if m else b""
+    if HEADER_SIZE + len(ident) + len(body) + len(pre) > MAX_DATAGRAM or n > 0xFFFF or m > 0xFFFF:
+        body, n, pre, m = _truncate(MAX_DATAGRAM - HEADER_SIZE - len(ident), entries, preempted)
+        flags |= FLAG_IDS_TRUNCATED
+    # Counts are non-negative and far below 2**32; masking keeps pack from
+    # raising on anything odd without a function call per field.
+    return b"".join((HEADER.pack(
+        MAGIC, VERSION, engine, flags, pid & U32, engine_index & U32,
+        step & 0xFFFFFFFFFFFFFFFF, start_ns, end_ns, prefill & U32, decode & U32,
+        scheduled_tokens & U32, running & U32, waiting & U32, kv,
+        hook_dropped & U32, n, m), ident, body, pre))
+
+
+def prefix(engine):
+    """The constant first 6 bytes of every datagram from one engine."""
+    return MAGIC + bytes((VERSION, engine))
+
+
+def encode_fast(pfx, pid, engine_index, step, start_ns, end_ns, prefill, decode,
+                scheduled_tokens, running, waiting, kv_usage, hook_dropped, ident,
+                entries, preempted):
+    """encode() for the hook's hot path: the prefix is prebuilt and values
+    are not masked (an out-of-range one raises struct.error, which the hook
+    catches and logs once)."""
+    if kv_usage is None:
+        flags, kv = 0, 0.0
+    else:
+        # The decoder rejects values outside 0..1; engines' own ratios can
+        # stray a little past the ends.
+        flags, kv = FLAG_KV_USAGE, (0.0 if kv_usage < 0 else 1.0 if kv_usage > 1 else kv_usage)
+    if end_ns < start_ns:
+        end_ns = start_ns  # the wall clock stepped back; the decoder rejects negative steps
+    body = b"".join(entries)
+    pre = b"".join(preempted) if preempted else b""
+    n = len(entries)
+    m = len(preempted)
+    if HEADER_SIZE + len(ident) + len(body) + len(pre) > MAX_DATAGRAM or n > 0xFFFF or m > 0xFFFF:
+        body, n, pre, m = _truncate(MAX_DATAGRAM - HEADER_SIZE - len(ident), entries, preempted)
+        flags |= FLAG_IDS_TRUNCATED
+    return b"".join((pfx, HEADER_TAIL.pack(
+        flags, pid, engine_index, step, start_ns, end_ns, prefill, decode,
+        scheduled_tokens, running, waiting, kv, hook_dropped, n, m), ident, body, pre))
+
+
+def _truncate(room, entries, preempted):
+    """Keeps the entries, then preempted ids, that fit in room bytes."""
+    kept, size = [], 0
+    for e in entries:
+        if size + len(e) > room or len(kept) == 0xFFFF:
+            return b"".join(kept), len(kept), b"", 0
+        kept.append(e)
+        size += len(e)
+    pre = []
+    for p in preempted:
+        if size + len(p) > room or len(pre) == 0xFFFF:
+            break
+        pre.append(p)
+        size += len(p)
+    return b"".join(kept), len(kept), b"".join(pre), len(pre)
+
+
+def decode(buf):
+    """Decodes a datagram into a dict. Used by tests and tools, never by the hook."""
+    if len(buf) < HEADER_SIZE:
+        raise ValueError("short datagram: %d bytes" % len(buf))
+    (magic, version, engine, flags, pid, engine_index, step, start_ns, end_ns,
+     prefill, decode_, sched, running, waiting, kv, dropped, n, m) = HEADER.unpack_from(buf, 0)
+    if magic != MAGIC or version != VERSION:
+        raise ValueError("bad magic or version")
+    off = HEADER_SIZE
+    strings = []
+    for _ in range(3):
+        ln = buf[off]
+        strings.append(bytes(buf[off + 1:off + 1 + ln]).decode("utf-8"))
+        off += 1 + ln
+    ids, toks, pre = [], [], []
+    for _ in range(n):
+        (t,) = _U16.unpack_from(buf, off)
+        (ln,) = _U16.unpack_from(buf, off + 2)
+        toks.append(t)
+        ids.append(bytes(buf[off + 4:off + 4 + ln]).decode("utf-8"))
+        off += 4 + ln
+    for _ in range(m):
+        (ln,) = _U16.unpack_from(buf, off)
+        pre.append(bytes(buf[off + 2:off + 2 + ln]).decode("utf-8"))
+        off += 2 + ln
+    if off != len(buf):
+        raise ValueError("trailing bytes")
+    return {
+        "engine": engine, "flags": flags, "pid": pid, "engine_index": engine_index,
+        "step": step, "start_ns": start_ns, "end_ns": end_ns, "prefill": prefill,
+        "decode": decode_, "scheduled_tokens": sched, "running": running,
+        "waiting": waiting, "kv_usage": kv if flags & FLAG_KV_USAGE else None,
+        "hook_dropped": dropped, "service_name": strings[0],
+        "engine_version": strings[1], "host": strings[2], "request_ids": ids,
+        "request_tokens": toks, "preempted": pre,
+    }

@@ -1,0 +1,1 @@
+"""Test double shaped like the real package; see engine.py."""

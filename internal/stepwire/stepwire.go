@@ -1,0 +1,313 @@
+// Package stepwire decodes engine step datagrams, the wire format the Python
+// hook (integrations/python/inferprof_hook/wire.py) sends once per scheduler
+// step. The format is specified in docs/step-wire.md.
+package stepwire // import "github.com/inferprof/inferprof/internal/stepwire"
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// Version is the only wire format version this decoder reads.
+const Version = 1
+
+// HeaderSize is the size of the fixed header in bytes.
+const HeaderSize = 72
+
+// MaxDatagram bounds a datagram; the hook never sends more than 200 KiB.
+const MaxDatagram = 256 << 10
+
+var magic = [4]byte{'I', 'P', 'S', 'T'}
+
+// Header flags.
+const (
+	FlagIDsTruncated uint16 = 1 << 0 // the hook left out request ids to stay under its size limit
+	FlagKVUsage      uint16 = 1 << 1 // KVUsage holds a value
+	knownFlags              = FlagIDsTruncated | FlagKVUsage
+)
+
+// Engine names the engine that sent a step.
+type Engine uint8
+
+// Engines.
+const (
+	EngineUnknown Engine = 0
+	EngineVLLM    Engine = 1
+	EngineSGLang  Engine = 2
+)
+
+// String returns the engine's name as used in gen_ai.provider.name.
+func (e Engine) String() string {
+	switch e {
+	case EngineVLLM:
+		return "vllm"
+	case EngineSGLang:
+		return "sglang"
+	default:
+		return "unknown"
+	}
+}
+
+// Errors returned by Decode; every one means the datagram is dropped.
+var (
+	ErrShort     = errors.New("datagram shorter than its contents")
+	ErrMagic     = errors.New("not an engine step datagram (bad magic)")
+	ErrVersion   = errors.New("unsupported wire format version")
+	ErrTrailing  = errors.New("trailing bytes after the last field")
+	ErrFlags     = errors.New("unknown flags")
+	ErrTimes     = errors.New("step ends before it starts")
+	ErrKVUsage   = errors.New("kv cache usage outside 0..1")
+	ErrUTF8      = errors.New("string is not valid UTF-8")
+	ErrTooLarge  = errors.New("datagram larger than the maximum")
+	ErrZeroIndex = errors.New("step index 0 (steps count from 1)")
+)
+
+// Step is one decoded scheduler step. Decode reuses its slices.
+type Step struct {
+	Engine      Engine
+	Flags       uint16
+	PID         uint32
+	EngineIndex uint32 // data-parallel rank of the engine in its server
+	Index       uint64 // step number in its process, from 1
+	StartUnixNs int64
+	EndUnixNs   int64
+
+	PrefillRequests uint32
+	DecodeRequests  uint32
+	ScheduledTokens uint32
+	Running         uint32
+	Waiting         uint32
+	KVUsage         float32 // fraction 0..1, meaningful when Flags has FlagKVUsage
+	HookDropped     uint32  // datagrams the hook process dropped before this one
+
+	ServiceName   string
+	EngineVersion string
+	Host          string
+
+	// RequestIDs got RequestTokens[i] tokens each in this step.
+	RequestIDs    []string
+	RequestTokens []int64
+	Preempted     []string
+}
+
+// KVUsageKnown reports whether the hook could read the KV cache usage.
+func (s *Step) KVUsageKnown() bool { return s.Flags&FlagKVUsage != 0 }
+
+// IDsTruncated reports whether the hook left out request ids.
+func (s *Step) IDsTruncated() bool { return s.Flags&FlagIDsTruncated != 0 }
+
+// Decode parses b into s, reusing s's slices and identity strings. It
+// allocates one string per request id; a Decoder interns them instead.
+func Decode(b []byte, s *Step) error {
+	return decode(b, s, nil)
+}
+
+// maxInterned bounds a Decoder's id table; reaching it starts the table over.
+const maxInterned = 1 << 16
+
+// Decoder decodes datagrams like Decode but keeps the request ids it has
+// seen, so the ids of running requests, which repeat every step, cost no
+// allocation. A Decoder is not safe for concurrent use.
+type Decoder struct {
+	ids map[string]string
+}
+
+// NewDecoder returns a Decoder with an empty id table.
+func NewDecoder() *Decoder { return &Decoder{ids: make(map[string]string)} }
+
+// Decode parses b into s.
+func (d *Decoder) Decode(b []byte, s *Step) error { return decode(b, s, d) }
+
+func (d *Decoder) intern(b []byte) string {
+	if v, ok := d.ids[string(b)]; ok {
+		return v
+	}
+	if len(d.ids) >= maxInterned {
+		clear(d.ids)
+	}
+	v := string(b)
+	d.ids[v] = v
+	return v
+}
+
+func decode(b []byte, s *Step, d *Decoder) error {
+	if len(b) > MaxDatagram {
+		return ErrTooLarge
+	}
+	if len(b) < HeaderSize {
+		return fmt.Errorf("header: %w", ErrShort)
+	}
+	if [4]byte(b[0:4]) != magic {
+		return ErrMagic
+	}
+	if b[4] != Version {
+		return fmt.Errorf("%w %d", ErrVersion, b[4])
+	}
+	le := binary.LittleEndian
+	s.Engine = Engine(b[5])
+	s.Flags = le.Uint16(b[6:])
+	if s.Flags&^knownFlags != 0 {
+		return fmt.Errorf("%w %#x", ErrFlags, s.Flags)
+	}
+	s.PID = le.Uint32(b[8:])
+	s.EngineIndex = le.Uint32(b[12:])
+	s.Index = le.Uint64(b[16:])
+	s.StartUnixNs = int64(le.Uint64(b[24:]))
+	s.EndUnixNs = int64(le.Uint64(b[32:]))
+	s.PrefillRequests = le.Uint32(b[40:])
+	s.DecodeRequests = le.Uint32(b[44:])
+	s.ScheduledTokens = le.Uint32(b[48:])
+	s.Running = le.Uint32(b[52:])
+	s.Waiting = le.Uint32(b[56:])
+	s.KVUsage = math.Float32frombits(le.Uint32(b[60:]))
+	s.HookDropped = le.Uint32(b[64:])
+	nTok := int(le.Uint16(b[68:]))
+	nPre := int(le.Uint16(b[70:]))
+	if s.Index == 0 {
+		return ErrZeroIndex
+	}
+	if s.EndUnixNs < s.StartUnixNs {
+		return ErrTimes
+	}
+	if s.KVUsageKnown() && !(s.KVUsage >= 0 && s.KVUsage <= 1) {
+		return ErrKVUsage
+	}
+	r := reader{b: b, off: HeaderSize, d: d}
+	r.short(&s.ServiceName)
+	r.short(&s.EngineVersion)
+	r.short(&s.Host)
+	s.RequestIDs = s.RequestIDs[:0]
+	s.RequestTokens = s.RequestTokens[:0]
+	s.Preempted = s.Preempted[:0]
+	for range nTok {
+		tok := r.u16()
+		id := r.long()
+		if r.err != nil {
+			break
+		}
+		s.RequestTokens = append(s.RequestTokens, int64(tok))
+		s.RequestIDs = append(s.RequestIDs, id)
+	}
+	for range nPre {
+		id := r.long()
+		if r.err != nil {
+			break
+		}
+		s.Preempted = append(s.Preempted, id)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if r.off != len(b) {
+		return ErrTrailing
+	}
+	return nil
+}
+
+// reader walks the variable part; the first error sticks.
+type reader struct {
+	b   []byte
+	off int
+	err error
+	d   *Decoder // interns ids when set
+}
+
+func (r *reader) u16() uint16 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b)-r.off < 2 {
+		r.err = fmt.Errorf("length: %w", ErrShort)
+		return 0
+	}
+	v := binary.LittleEndian.Uint16(r.b[r.off:])
+	r.off += 2
+	return v
+}
+
+func (r *reader) bytes(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if len(r.b)-r.off < n {
+		r.err = fmt.Errorf("string: %w", ErrShort)
+		return nil
+	}
+	v := r.b[r.off : r.off+n]
+	r.off += n
+	if !utf8.Valid(v) {
+		r.err = ErrUTF8
+		return nil
+	}
+	return v
+}
+
+// short reads a u8-length string into *dst, keeping the old string (no
+// allocation) when the bytes are the same, as identity strings always are.
+func (r *reader) short(dst *string) {
+	if r.err != nil {
+		return
+	}
+	if r.off >= len(r.b) {
+		r.err = fmt.Errorf("identity: %w", ErrShort)
+		return
+	}
+	n := int(r.b[r.off])
+	r.off++
+	v := r.bytes(n)
+	if r.err == nil && *dst != string(v) {
+		*dst = string(v)
+	}
+}
+
+func (r *reader) long() string {
+	n := int(r.u16())
+	v := r.bytes(n)
+	if r.d != nil && r.err == nil {
+		return r.d.intern(v)
+	}
+	return string(v)
+}
+
+// Encode writes s in wire format. The hook is the real encoder; this one
+// serves tests, fuzz seeds and benchmarks in Go. Identity strings longer
+// than 255 bytes and more than 65535 ids are not representable.
+func Encode(s *Step) []byte {
+	le := binary.LittleEndian
+	b := make([]byte, HeaderSize, HeaderSize+64)
+	copy(b, magic[:])
+	b[4] = Version
+	b[5] = byte(s.Engine)
+	le.PutUint16(b[6:], s.Flags)
+	le.PutUint32(b[8:], s.PID)
+	le.PutUint32(b[12:], s.EngineIndex)
+	le.PutUint64(b[16:], s.Index)
+	le.PutUint64(b[24:], uint64(s.StartUnixNs))
+	le.PutUint64(b[32:], uint64(s.EndUnixNs))
+	le.PutUint32(b[40:], s.PrefillRequests)
+	le.PutUint32(b[44:], s.DecodeRequests)
+	le.PutUint32(b[48:], s.ScheduledTokens)
+	le.PutUint32(b[52:], s.Running)
+	le.PutUint32(b[56:], s.Waiting)
+	le.PutUint32(b[60:], math.Float32bits(s.KVUsage))
+	le.PutUint32(b[64:], s.HookDropped)
+	le.PutUint16(b[68:], uint16(len(s.RequestIDs)))
+	le.PutUint16(b[70:], uint16(len(s.Preempted)))
+	for _, v := range []string{s.ServiceName, s.EngineVersion, s.Host} {
+		b = append(b, byte(len(v)))
+		b = append(b, v...)
+	}
+	for i, id := range s.RequestIDs {
+		b = le.AppendUint16(b, uint16(s.RequestTokens[i]))
+		b = le.AppendUint16(b, uint16(len(id)))
+		b = append(b, id...)
+	}
+	for _, id := range s.Preempted {
+		b = le.AppendUint16(b, uint16(len(id)))
+		b = append(b, id...)
+	}
+	return b
+}

@@ -1,0 +1,30 @@
+# Engine step spans: the Python hook, the engine_step receiver, internal/stepwire,
+# internal/stepwindow and the inferprof-run launcher (issue 6).
+
+.PHONY: bench-enginestep build-inferprof-run enginestep-fixture
+
+BENCH_TARGETS += bench-enginestep
+
+## build-inferprof-run: the launcher, bin/inferprof-run (finds integrations/python/bootstrap from there).
+build-inferprof-run:
+	@mkdir -p bin
+	$(GO) build -trimpath -o bin/inferprof-run ./cmd/inferprof-run
+
+## enginestep-fixture: regenerate the Python-encoded datagrams the Go decoder tests read.
+enginestep-fixture:
+	python3 integrations/python/tools/gen_step_fixture.py internal/stepwire/testdata
+
+## bench-enginestep: hook cost per step (timeit, target < 5 us), then the Go
+## benches: datagram to span against OTLP unmarshalling, the step window
+## (bounded against unbounded) with memory per concurrent request, decoding
+## with and without id interning, and one ITL lookup.
+bench-enginestep: $(BENCHSTAT)
+	@mkdir -p $(BENCH_OUT)
+	python3 integrations/python/tools/bench_hook.py
+	$(GO) test -run '^$$' -bench '^BenchmarkHandle$$' -count $(BENCHCOUNT) ./receiver/enginestepreceiver | tee $(BENCH_OUT)/enginestep-handle.txt
+	$(BENCHSTAT) -col /impl $(BENCH_OUT)/enginestep-handle.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkWindow$$' -benchtime 100x -count $(BENCHCOUNT) ./internal/stepwindow | tee $(BENCH_OUT)/stepwindow.txt
+	$(BENCHSTAT) -col /impl $(BENCH_OUT)/stepwindow.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkDecode$$' -count $(BENCHCOUNT) ./internal/stepwire | tee $(BENCH_OUT)/stepwire.txt
+	$(BENCHSTAT) -col /impl $(BENCH_OUT)/stepwire.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkLookup$$' -count $(BENCHCOUNT) ./internal/stepwindow

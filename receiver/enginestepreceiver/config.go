@@ -1,0 +1,56 @@
+package enginestepreceiver // import "github.com/inferprof/inferprof/receiver/enginestepreceiver"
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"go.opentelemetry.io/collector/component"
+)
+
+// DefaultEndpoint is where the Python hook sends unless
+// INFERPROF_STEP_ENDPOINT says otherwise; both sides share this default.
+const DefaultEndpoint = "/tmp/inferprof/engine-step.sock"
+
+// maxSocketPath is the size of sun_path less its terminating NUL on Linux.
+const maxSocketPath = 107
+
+// Config is the engine_step receiver's YAML configuration.
+type Config struct {
+	// Endpoint is the Unix datagram socket path the hook sends to. Default
+	// /tmp/inferprof/engine-step.sock. A missing folder is created 0700 and
+	// the socket is made 0600, so only the collector's user (or root) can
+	// send. Must be an absolute path of at most 107 bytes.
+	Endpoint string `mapstructure:"endpoint"`
+	// ReadBufferSize is the socket receive buffer in bytes (SO_RCVBUF); the
+	// kernel caps it at net.core.rmem_max. Default 4 MiB; 0 keeps the
+	// system default.
+	ReadBufferSize int `mapstructure:"read_buffer_size"`
+	_              struct{}
+}
+
+var _ component.Config = (*Config)(nil)
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		Endpoint:       DefaultEndpoint,
+		ReadBufferSize: 4 << 20,
+	}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	switch {
+	case c.Endpoint == "":
+		errs = append(errs, errors.New("endpoint: must be set to a Unix socket path"))
+	case !filepath.IsAbs(c.Endpoint):
+		errs = append(errs, fmt.Errorf("endpoint %q: must be an absolute socket path", c.Endpoint))
+	case len(c.Endpoint) > maxSocketPath:
+		errs = append(errs, fmt.Errorf("endpoint %q: longer than %d bytes, the Unix socket path limit", c.Endpoint, maxSocketPath))
+	}
+	if c.ReadBufferSize < 0 {
+		errs = append(errs, fmt.Errorf("read_buffer_size %d: must not be negative", c.ReadBufferSize))
+	}
+	return errors.Join(errs...)
+}

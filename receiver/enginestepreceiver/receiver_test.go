@@ -1,0 +1,363 @@
+package enginestepreceiver
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepwire"
+	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
+)
+
+const fixtures = "../../internal/stepwire/testdata"
+
+// socketDir returns a short private folder: t.TempDir paths can pass the
+// 107-byte socket path limit.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "es")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+type harness struct {
+	path string
+	rcv  *engineStepReceiver
+	sink *consumertest.TracesSink
+	tel  *componenttest.Telemetry
+	logs *observer.ObservedLogs
+}
+
+func start(t *testing.T, path string, next consumer.Traces) *harness {
+	t.Helper()
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	core, logs := observer.New(zap.InfoLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	set.Logger = zap.New(core)
+	cfg := createDefaultConfig().(*Config)
+	cfg.Endpoint = path
+	h := &harness{path: path, tel: tel, logs: logs}
+	if next == nil {
+		h.sink = new(consumertest.TracesSink)
+		next = h.sink
+	}
+	r, err := newReceiver(set, cfg, next)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
+	h.rcv = r
+	return h
+}
+
+func (h *harness) send(t *testing.T, datagrams ...[]byte) {
+	t.Helper()
+	c, err := net.Dial("unixgram", h.path)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, d := range datagrams {
+		_, err := c.Write(d)
+		require.NoError(t, err)
+	}
+}
+
+func (h *harness) counter(t *testing.T, name string) int64 {
+	t.Helper()
+	m, err := h.tel.GetMetric("otelcol_" + name)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		total += dp.Value
+	}
+	return total
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtures, name))
+	require.NoError(t, err)
+	return b
+}
+
+func spans(td []ptrace.Traces) []ptrace.ResourceSpans {
+	var out []ptrace.ResourceSpans
+	for _, t := range td {
+		for i := range t.ResourceSpans().Len() {
+			out = append(out, t.ResourceSpans().At(i))
+		}
+	}
+	return out
+}
+
+func strSlice(v pcommon.Value) []string {
+	out := []string{}
+	for i := range v.Slice().Len() {
+		out = append(out, v.Slice().At(i).Str())
+	}
+	return out
+}
+
+func intSlice(v pcommon.Value) []int64 {
+	out := []int64{}
+	for i := range v.Slice().Len() {
+		out = append(out, v.Slice().At(i).Int())
+	}
+	return out
+}
+
+func TestPythonDatagramsBecomeEngineStepSpans(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	spec := readFixture(t, "vllm_spec.bin")
+	pre := readFixture(t, "vllm_preempt.bin")
+	h.send(t, spec, pre)
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
+
+	var want stepwire.Step
+	require.NoError(t, stepwire.Decode(spec, &want))
+	rs := spans(h.sink.AllTraces())[0]
+	res := rs.Resource().Attributes().AsRaw()
+	assert.Equal(t, map[string]any{
+		names.ResourceServiceName:     "fixture-svc",
+		names.ResourceEngineName:      "vllm",
+		names.ResourceEngineVersion:   want.EngineVersion,
+		names.ResourceProcessPID:      int64(want.PID),
+		names.ResourceHostName:        want.Host,
+		names.ResourceEngineIndex:     int64(1),
+		names.ResourceServiceInstance: want.Host + "/" + strconv.FormatUint(uint64(want.PID), 10) + "/1",
+	}, res)
+	sp := rs.ScopeSpans().At(0).Spans().At(0)
+	assert.Equal(t, names.SpanEngineStep, sp.Name())
+	assert.Equal(t, ptrace.SpanKindInternal, sp.Kind())
+	assert.Equal(t, want.StartUnixNs, int64(sp.StartTimestamp()))
+	assert.Equal(t, want.EndUnixNs, int64(sp.EndTimestamp()))
+	assert.False(t, sp.TraceID().IsEmpty())
+	assert.False(t, sp.SpanID().IsEmpty())
+	a := sp.Attributes()
+	get := func(k string) pcommon.Value {
+		v, ok := a.Get(k)
+		require.True(t, ok, k)
+		return v
+	}
+	assert.Equal(t, int64(3), get(names.AttrStepIndex).Int())
+	assert.Equal(t, int64(want.PrefillRequests), get(names.AttrStepPrefillReqs).Int())
+	assert.Equal(t, int64(want.DecodeRequests), get(names.AttrStepDecodeReqs).Int())
+	assert.Equal(t, int64(want.ScheduledTokens), get(names.AttrStepScheduledToks).Int())
+	assert.Equal(t, int64(want.Running), get(names.AttrStepRunningReqs).Int())
+	assert.Equal(t, int64(want.Waiting), get(names.AttrStepWaitingReqs).Int())
+	assert.InDelta(t, float64(want.KVUsage), get(names.AttrStepKVCacheUsage).Double(), 1e-9)
+	assert.Equal(t, pcommon.ValueTypeSlice, get(names.AttrStepRequestIDs).Type())
+	assert.Equal(t, []string{"chatcmpl-a", "chatcmpl-ü", "chatcmpl-b"}, strSlice(get(names.AttrStepRequestIDs)))
+	assert.Equal(t, []int64{1, 3, 1}, intSlice(get(names.AttrStepRequestTokens)))
+	assert.Empty(t, strSlice(get(names.AttrStepPreempted)))
+	_, truncated := a.Get(names.AttrStepIDsTruncated)
+	assert.False(t, truncated)
+
+	sp2 := spans(h.sink.AllTraces())[1].ScopeSpans().At(0).Spans().At(0)
+	v, _ := sp2.Attributes().Get(names.AttrStepPreempted)
+	assert.Equal(t, []string{"chatcmpl-b"}, strSlice(v))
+	assert.NotEqual(t, sp.TraceID(), sp2.TraceID(), "one trace per step")
+	assert.Equal(t, int64(2), h.counter(t, "receiver_engine_step_steps"))
+}
+
+func TestBadDatagramsAreCountedLoggedAtARateAndNeverFatal(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	good := readFixture(t, "sglang_prefill.bin")
+	trailing := append(append([]byte(nil), good...), 0)
+	h.send(t, []byte("garbage"), good[:40], trailing, good, []byte{}, good)
+	require.Eventually(t, func() bool {
+		return h.sink.SpanCount() == 2 && h.counter(t, "receiver_engine_step_bad_datagrams") == 4
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 1, h.logs.FilterMessage("dropped a bad engine step datagram").Len(),
+		"bad datagrams within the interval share one warning")
+	rs := spans(h.sink.AllTraces())[0]
+	svc, _ := rs.Resource().Attributes().Get(names.ResourceServiceName)
+	assert.Equal(t, "fixture-svc", svc.Str())
+}
+
+func TestRateLimiter(t *testing.T) {
+	var l rateLimiter
+	now := time.Unix(100, 0)
+	_, ok := l.allow(now, time.Second)
+	assert.True(t, ok)
+	_, ok = l.allow(now.Add(500*time.Millisecond), time.Second)
+	assert.False(t, ok)
+	n, ok := l.allow(now.Add(1500*time.Millisecond), time.Second)
+	assert.True(t, ok)
+	assert.Equal(t, 1, n)
+}
+
+func withDropped(t *testing.T, b []byte, pid, dropped uint32) []byte {
+	t.Helper()
+	c := append([]byte(nil), b...)
+	binary.LittleEndian.PutUint32(c[8:], pid)
+	binary.LittleEndian.PutUint32(c[64:], dropped)
+	return c
+}
+
+func TestHookDropsAreCountedAsDeltas(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	b := readFixture(t, "vllm_prefill.bin")
+	h.send(t,
+		withDropped(t, b, 10, 5), // 5 dropped before the collector came up
+		withDropped(t, b, 10, 5),
+		withDropped(t, b, 10, 8), // +3
+		withDropped(t, b, 11, 2), // another process: +2
+		withDropped(t, b, 10, 1), // restarted count: +1
+	)
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 5 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int64(11), h.counter(t, "receiver_engine_step_hook_dropped"))
+}
+
+func TestTruncatedStepsAreMarkedAndCounted(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	b := append([]byte(nil), readFixture(t, "vllm_prefill.bin")...)
+	b[6] |= byte(stepwire.FlagIDsTruncated)
+	h.send(t, b)
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 1 }, 5*time.Second, 5*time.Millisecond)
+	sp := spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0)
+	v, ok := sp.Attributes().Get(names.AttrStepIDsTruncated)
+	require.True(t, ok)
+	assert.True(t, v.Bool())
+	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_truncated_steps"))
+}
+
+func TestRefusedStepsDoNotStopTheReceiver(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	fail := true
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		if fail {
+			fail = false
+			return errors.New("memory limiter refused")
+		}
+		return sink.ConsumeTraces(ctx, td)
+	})
+	require.NoError(t, err)
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), next)
+	b := readFixture(t, "vllm_prefill.bin")
+	h.send(t, b, b)
+	require.Eventually(t, func() bool { return sink.SpanCount() == 1 }, 5*time.Second, 5*time.Millisecond)
+	m, err := h.tel.GetMetric("otelcol_receiver_refused_spans")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), m.Data.(metricdata.Sum[int64]).DataPoints[0].Value)
+}
+
+func TestSocketIsPrivate(t *testing.T) {
+	dir := filepath.Join(socketDir(t), "sub")
+	h := start(t, filepath.Join(dir, "s.sock"), nil)
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	fi, err = os.Stat(h.path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	assert.NotZero(t, fi.Mode()&os.ModeSocket)
+}
+
+func TestStaleSocketIsReplacedLiveOneRefused(t *testing.T) {
+	path := filepath.Join(socketDir(t), "s.sock")
+	stale, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	require.NoError(t, err)
+	// A live socket: Start must refuse it.
+	set := receivertest.NewNopSettings(metadata.Type)
+	cfg := &Config{Endpoint: path}
+	r, err := newReceiver(set, cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	require.ErrorContains(t, r.Start(context.Background(), componenttest.NewNopHost()), "another process is receiving")
+	require.NoError(t, r.Shutdown(context.Background()))
+	require.NoError(t, stale.Close()) // the file stays, as after a crash
+	_, err = os.Stat(path)
+	require.NoError(t, err)
+
+	h := start(t, path, nil)
+	h.send(t, readFixture(t, "vllm_prefill.bin"))
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestNotASocketIsAnError(t *testing.T) {
+	path := filepath.Join(socketDir(t), "file")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path}, consumertest.NewNop())
+	require.NoError(t, err)
+	require.ErrorContains(t, r.Start(context.Background(), componenttest.NewNopHost()), "is not a socket")
+}
+
+func TestShutdownRemovesSocketAndIsIdempotent(t *testing.T) {
+	path := filepath.Join(socketDir(t), "s.sock")
+	r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path}, consumertest.NewNop())
+	require.NoError(t, err)
+	require.NoError(t, r.Shutdown(context.Background()), "safe without Start")
+	r, err = newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path}, consumertest.NewNop())
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	_, err = os.Stat(path)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestIDsAreStablePerInstanceAndStep(t *testing.T) {
+	s := stepwire.Step{Host: "h", PID: 1, Index: 7}
+	t1, s1 := ids(&s)
+	t2, s2 := ids(&s)
+	assert.Equal(t, t1, t2)
+	assert.Equal(t, s1, s2)
+	seen := map[pcommon.SpanID]bool{}
+	for i := uint64(1); i <= 1000; i++ {
+		s.Index = i
+		_, sid := ids(&s)
+		assert.False(t, sid.IsEmpty())
+		seen[sid] = true
+	}
+	assert.Len(t, seen, 1000)
+}
+
+// FuzzHandle feeds arbitrary datagrams through decode and span building.
+func FuzzHandle(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(fixtures, "*.bin"))
+	sort.Strings(files)
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	set := receivertest.NewNopSettings(metadata.Type)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sink := new(consumertest.TracesSink)
+		r, err := newReceiver(set, &Config{Endpoint: "/unused"}, sink)
+		require.NoError(t, err)
+		r.handle(context.Background(), b)
+		if sink.SpanCount() == 1 {
+			sp := sink.AllTraces()[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+			ids, _ := sp.Attributes().Get(names.AttrStepRequestIDs)
+			toks, _ := sp.Attributes().Get(names.AttrStepRequestTokens)
+			require.Equal(t, ids.Slice().Len(), toks.Slice().Len())
+			// What we emit must marshal to OTLP, or exporters would fail.
+			_, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(sink.AllTraces()[0])
+			require.NoError(t, err)
+		}
+	})
+}
