@@ -40,7 +40,7 @@ $(BENCHSTAT):
 
 tools: $(OCB) $(BENCHSTAT)
 
-## build: generate the distribution's sources with ocb and compile bin/otelcol-inferprof.
+## build: generate the distribution's sources with ocb and compile bin/otelcol-inferprof, plus bin/inferprof-run.
 # A lock serialises concurrent builds (parallel test runs share $(DIST)).
 build: $(OCB)
 	@mkdir -p bin
@@ -49,7 +49,8 @@ build: $(OCB)
 build-unlocked:
 	$(OCB) --config builder-config.yaml --skip-compilation
 	cd $(DIST) && $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) .
-	@echo "built $(BIN)"
+	$(GO) build -trimpath -o bin/inferprof-run ./cmd/inferprof-run
+	@echo "built $(BIN) and bin/inferprof-run"
 
 ## run: build, then run on config/default.yaml (config/graphsignal.yaml when GRAPHSIGNAL_API_KEY is set).
 run: build

@@ -160,8 +160,17 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 	}
 
 	set(envStepEndpoint, o.stepEndpoint)
-	if o.serviceName != "" {
+	switch {
+	case o.serviceName != "":
 		set(envServiceName, o.serviceName)
+	case vars[envServiceName] == "":
+		// The step hook and the engine's OpenTelemetry SDK must name the
+		// same service.name, or the processor cannot match steps to
+		// requests; unset, the SDK says unknown_service and the hook the
+		// engine name.
+		if name := engineName(o.args); name != "" {
+			set(envServiceName, name)
+		}
 	}
 	if o.noHook {
 		set(envHookDisabled, "1")
@@ -253,4 +262,18 @@ func findFirst(candidates []string, file string) string {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// engineName guesses vllm or sglang from the command line ("vllm serve",
+// "python3 -m sglang.launch_server"); "" when neither appears.
+func engineName(args []string) string {
+	for _, a := range args {
+		base := filepath.Base(a)
+		for _, e := range []string{"vllm", "sglang"} {
+			if strings.HasPrefix(base, e) {
+				return e
+			}
+		}
+	}
+	return ""
 }

@@ -62,7 +62,28 @@ func TestPlanFindsHookAndLibrary(t *testing.T) {
 	assert.Equal(t, defaultStepEndpoint, env["INFERPROF_STEP_ENDPOINT"])
 	assert.Equal(t, defaultCUPTIEndpoint, env["INFERPROF_CUPTI_ENDPOINT"])
 	assert.Equal(t, "/root", env["HOME"], "the rest of the environment is kept")
+	assert.Equal(t, "vllm", env["OTEL_SERVICE_NAME"], "hook and engine SDK agree on service.name")
 	assert.Empty(t, p.warnings)
+}
+
+func TestPlanServiceNameDefaults(t *testing.T) {
+	exe, _, _ := layout(t)
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{args: []string{"python3", "-m", "sglang.launch_server"}, want: "sglang"},
+		{args: []string{"/opt/venv/bin/vllm", "serve", "m"}, want: "vllm"},
+		{args: []string{"vllm", "serve"}, env: []string{"OTEL_SERVICE_NAME=mine"}, want: "mine"},
+		{args: []string{"python3", "server.py"}, want: ""},
+	} {
+		o, err := parseArgs(tc.args, noEnv, &bytes.Buffer{})
+		require.NoError(t, err)
+		p, err := makePlan(o, tc.env, exe, lookOK)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, envMap(p.env)["OTEL_SERVICE_NAME"], "%v", tc.args)
+	}
 }
 
 func TestPlanFlagsAndEnvironment(t *testing.T) {
