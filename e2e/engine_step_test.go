@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -39,23 +36,16 @@ type driveOutput struct {
 // steps, and checks that the collector's engine_step receiver turns every
 // step into one engine.step span with the batch the engine really ran.
 func TestEngineStepFromPythonHook(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
 	const steps = 25
 	sink := e2etest.NewSink(t)
-	// A short folder: t.TempDir paths can pass the 107-byte socket limit.
-	sockDir, err := os.MkdirTemp("", "es")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "step.sock")
+	sock := filepath.Join(socketDir(t), "step.sock")
 	ports := e2etest.NewPorts(t)
 	cfg := e2etest.Render(t, ports, t.TempDir(), fmt.Sprintf(`
 receivers:
   engine_step:
     endpoint: %s
 exporters:
-  otlp:
+  otlp_grpc:
     endpoint: %s
     tls:
       insecure: true
@@ -66,25 +56,12 @@ service:
   pipelines:
     traces:
       receivers: [engine_step]
-      exporters: [otlp]
+      exporters: [otlp_grpc]
 `, sock, sink.Endpoint))
 	c := e2etest.Start(t, e2etest.Options{Config: cfg})
 
-	root := e2etest.RepoRoot()
-	py := filepath.Join(root, "integrations", "python")
-	cmd := exec.Command("python3", filepath.Join(py, "tests", "fakes", "drive.py"),
-		"--engine", "vllm", "--steps", strconv.Itoa(steps), "--step-ms", "20")
-	cmd.Env = append(os.Environ(),
-		"PYTHONPATH="+filepath.Join(py, "bootstrap")+string(os.PathListSeparator)+filepath.Join(py, "tests", "fakes"),
-		"INFERPROF_STEP_ENDPOINT="+sock,
-		"OTEL_SERVICE_NAME=e2e-vllm")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), stderr.String())
-	var out driveOutput
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	out := runFakeEngine(t, sock, "e2e-vllm", steps, 20)
 	require.Len(t, out.Steps, steps)
-	require.Equal(t, steps, out.Stats.Sent, "hook stats %+v; stderr %s", out.Stats, stderr.String())
 
 	require.Eventually(t, func() bool { return sink.Traces.SpanCount() >= steps }, 30*time.Second, 20*time.Millisecond,
 		"got %d engine.step spans\n%s", sink.Traces.SpanCount(), c.Output())
