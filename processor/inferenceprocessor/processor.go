@@ -3,7 +3,6 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 import (
 	"context"
 	"encoding/binary"
-	"hash/fnv"
 	"math"
 	"strings"
 	"sync"
@@ -42,9 +41,11 @@ type inferenceProcessor struct {
 	tick time.Duration
 
 	// Precomputed metric options, so counting allocates nothing.
-	providerOpts map[request.Kind]metric.AddOption
-	attrOpt      metric.AddOption
-	eventOpt     metric.AddOption
+	// Slices, passed with ..., so a call does not build the variadic slice.
+	providerOpts map[request.Kind][]metric.AddOption
+	attrOpt      []metric.AddOption
+	eventOpt     []metric.AddOption
+	anomalyOpts  map[string][]metric.AddOption // by reason
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -68,12 +69,16 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		},
 		phaseSpans:   cfg.PhaseSpans,
 		now:          time.Now,
-		providerOpts: map[request.Kind]metric.AddOption{},
-		attrOpt:      metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute"))),
-		eventOpt:     metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event"))),
+		providerOpts: map[request.Kind][]metric.AddOption{},
+		attrOpt:      []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
+		eventOpt:     []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
+		anomalyOpts:  map[string][]metric.AddOption{},
 	}
 	for _, k := range []request.Kind{request.KindVLLM, request.KindTensorRTLLM, request.KindSGLangRoot, request.KindTGI} {
-		p.providerOpts[k] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", k.Provider())))
+		p.providerOpts[k] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", k.Provider())))}
+	}
+	for _, r := range request.AnomalyReasons {
+		p.anomalyOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))}
 	}
 	if !cfg.Privacy.KeepContent {
 		p.redactor = redact.New(cfg.Privacy.Attributes, cfg.Privacy.Events)
@@ -247,10 +252,10 @@ func (p *inferenceProcessor) redact(ctx context.Context, span ptrace.Span) {
 	}
 	attrs, events := p.redactor.Span(span)
 	if attrs > 0 {
-		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(attrs), p.attrOpt)
+		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(attrs), p.attrOpt...)
 	}
 	if events > 0 {
-		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(events), p.eventOpt)
+		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(events), p.eventOpt...)
 	}
 }
 
@@ -311,13 +316,17 @@ func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, s
 	if p.steps != nil {
 		p.interTokenLatency(span, res)
 	}
-	p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind])
+	p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind]...)
 	for _, a := range r.Anomalies {
 		reason := a
 		if i := strings.LastIndexByte(a, ':'); i >= 0 {
 			reason = a[i+1:]
 		}
-		p.tel.ProcessorInferenceAnomalies.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+		opts, ok := p.anomalyOpts[reason]
+		if !ok {
+			opts = []metric.AddOption{metric.WithAttributes(attribute.String("reason", reason))}
+		}
+		p.tel.ProcessorInferenceAnomalies.Add(ctx, 1, opts...)
 	}
 	if p.phaseSpans {
 		if added := addPhaseSpans(spans, k, r.Timeline); added > 0 {
@@ -378,10 +387,14 @@ func nanos(s float64) int64 {
 // phaseSpanID derives a phase span's id from its parent's, so running the
 // same span twice gives the same ids and golden files are stable.
 func phaseSpanID(parent pcommon.SpanID, phase byte) pcommon.SpanID {
-	h := fnv.New64a()
-	_, _ = h.Write(parent[:])
-	_, _ = h.Write([]byte{phase})
-	v := h.Sum64()
+	// FNV-1a over the parent id then the phase byte, inline: hash/fnv's
+	// interface costs a call per Write.
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	v := uint64(offset64)
+	for _, c := range parent {
+		v = (v ^ uint64(c)) * prime64
+	}
+	v = (v ^ uint64(phase)) * prime64
 	if v == 0 {
 		v = 1
 	}

@@ -37,39 +37,64 @@ var DefaultEvents = []string{
 
 // Matcher matches keys against exact names and prefixes.
 type Matcher struct {
-	exact    map[string]bool
-	lengths  [256]bool // lengths of exact keys; most keys skip the map lookup
-	long     bool      // an exact key is 256 bytes or longer
-	prefixes []string
+	// exact holds the exact names by length: a key is compared only with
+	// names of its own length, and most keys have none. A few string
+	// compares beat hashing the key for a map lookup.
+	exact    [][]string
+	prefixes []prefix
+	minLen   int // shortest pattern body; shorter keys cannot match
+}
+
+// prefix is a "x*" pattern's body with its last byte, compared first: most
+// keys share "gen_ai." with the patterns and differ further on, so one byte
+// rejects them without a call to compare the whole prefix.
+type prefix struct {
+	body string
+	last byte
 }
 
 // NewMatcher compiles patterns; "x*" matches every key starting with "x".
 func NewMatcher(patterns []string) *Matcher {
-	m := &Matcher{exact: map[string]bool{}}
+	m := &Matcher{minLen: -1}
 	for _, p := range patterns {
-		if body, ok := strings.CutSuffix(p, "*"); ok {
-			m.prefixes = append(m.prefixes, body)
-		} else {
-			m.exact[p] = true
-			if len(p) < len(m.lengths) {
-				m.lengths[len(p)] = true
-			} else {
-				m.long = true
-			}
+		body, isPrefix := strings.CutSuffix(p, "*")
+		if m.minLen < 0 || len(body) < m.minLen {
+			m.minLen = len(body)
 		}
+		if isPrefix {
+			var last byte
+			if body != "" {
+				last = body[len(body)-1]
+			}
+			m.prefixes = append(m.prefixes, prefix{body: body, last: last})
+			continue
+		}
+		if len(p) >= len(m.exact) {
+			m.exact = append(m.exact, make([][]string, len(p)+1-len(m.exact))...)
+		}
+		m.exact[len(p)] = append(m.exact[len(p)], p)
+	}
+	if m.minLen < 0 {
+		m.minLen = 0
 	}
 	return m
 }
 
 // Match reports whether key matches a pattern.
 func (m *Matcher) Match(key string) bool {
-	if n := len(key); (n < len(m.lengths) && m.lengths[n]) || (n >= len(m.lengths) && m.long) {
-		if m.exact[key] {
-			return true
+	if len(key) < m.minLen {
+		return false
+	}
+	if len(key) < len(m.exact) {
+		for _, e := range m.exact[len(key)] {
+			if key == e {
+				return true
+			}
 		}
 	}
 	for _, p := range m.prefixes {
-		if strings.HasPrefix(key, p) {
+		n := len(p.body)
+		if n == 0 || (len(key) >= n && key[n-1] == p.last && key[:n] == p.body) {
 			return true
 		}
 	}
@@ -92,27 +117,38 @@ func New(attrs, events []string) *Redactor {
 func (r *Redactor) Span(span ptrace.Span) (attrs, events int) {
 	attrs = r.removeAttrs(span.Attributes())
 	evs := span.Events()
-	evs.RemoveIf(func(e ptrace.SpanEvent) bool {
-		if r.events.Match(e.Name()) {
+	if evs.Len() == 0 {
+		return attrs, 0
+	}
+	for i := 0; i < evs.Len(); i++ {
+		if r.events.Match(evs.At(i).Name()) {
 			events++
-			return true
 		}
-		return false
-	})
+	}
+	if events > 0 {
+		evs.RemoveIf(func(e ptrace.SpanEvent) bool {
+			return r.events.Match(e.Name())
+		})
+	}
 	for i := 0; i < evs.Len(); i++ {
 		attrs += r.removeAttrs(evs.At(i).Attributes())
 	}
 	return attrs, events
 }
 
+// removeAttrs walks m once to count the content keys, and edits it only
+// when there are some: most spans carry none.
 func (r *Redactor) removeAttrs(m pcommon.Map) int {
 	n := 0
-	m.RemoveIf(func(k string, _ pcommon.Value) bool {
+	for k := range m.All() {
 		if r.attrs.Match(k) {
 			n++
-			return true
 		}
-		return false
-	})
+	}
+	if n > 0 {
+		m.RemoveIf(func(k string, _ pcommon.Value) bool {
+			return r.attrs.Match(k)
+		})
+	}
 	return n
 }

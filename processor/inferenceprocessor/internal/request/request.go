@@ -169,7 +169,16 @@ func hasAny(m pcommon.Map, keys ...string) bool {
 // Processed reports whether an earlier inference processor already wrote
 // the canonical set, so a chain of collectors does not do it twice.
 func Processed(attrs pcommon.Map) bool {
-	return hasAny(attrs, names.AttrTimeInOther, names.AttrBottleneck, names.AttrAnomaly)
+	// One walk rather than a Get (a walk) per key.
+	found := false
+	attrs.Range(func(k string, _ pcommon.Value) bool {
+		switch k {
+		case names.AttrTimeInOther, names.AttrBottleneck, names.AttrAnomaly:
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // Settings are the inputs that come from configuration.
@@ -211,12 +220,8 @@ type figure struct {
 // replaced, and listed in inferprof.anomaly.
 func Normalize(kind Kind, span ptrace.Span, res pcommon.Resource, set *Settings, q Queue) Result {
 	attrs := span.Attributes()
-	// Room for the keys the engines do not write (tokens, TPOT, other,
-	// bottleneck, provider, model, operation, LoRA, error, anomaly, TGI's
-	// inference) in one allocation, rather than growing per Put.
-	attrs.EnsureCapacity(attrs.Len() + 11)
 	n := normalizer{attrs: attrs}
-	n.snap.fill(attrs)
+	n.snap.fill(attrs, set)
 
 	var ttft, e2e, queue, prefill, decode, inference figure
 	var in, out figure
@@ -268,25 +273,10 @@ func Normalize(kind Kind, span ptrace.Span, res pcommon.Resource, set *Settings,
 		}
 	}
 
-	sn := &n.snap
-	putSeconds(attrs, sn, kTTFT, ttft)
-	putSeconds(attrs, sn, kE2E, e2e)
-	putSeconds(attrs, sn, kQueue, queue)
-	putSeconds(attrs, sn, kPrefill, prefill)
-	putSeconds(attrs, sn, kDecode, decode)
-	if kind == KindTGI && inference.ok {
-		attrs.PutDouble(srcInference, inference.v)
-	}
-	if in.ok {
-		attrs.PutInt(names.AttrInputTokens, int64(in.v))
-	}
-	if out.ok {
-		attrs.PutInt(names.AttrOutputTokens, int64(out.v))
-	}
-
 	// Time per output token: decode spread over the tokens after the first.
+	tpot := figure{}
 	if decode.ok && out.ok && out.v >= 2 {
-		attrs.PutDouble(names.AttrTimePerOutputTok, decode.v/(out.v-1))
+		tpot = figure{decode.v / (out.v - 1), true}
 	}
 
 	// The rest: e2e minus the engine's phases (tokenisation,
@@ -316,24 +306,71 @@ func Normalize(kind Kind, span ptrace.Span, res pcommon.Resource, set *Settings,
 			n.anomaly("phases_exceed_e2e")
 		}
 	}
+	bneck := ""
+	if queue.ok && prefill.ok && decode.ok {
+		bneck = bottleneck(queue.v, prefill.v, decode.v, other)
+	}
+
+	sn := &n.snap
+	provider := providerOf(kind, sn, res)
+	model := modelOf(sn, res, set)
+	lora := loraOf(kind, sn, attrs, res, set)
+	op := operationOf(kind, span, sn, set)
+	et := errorTypeOf(span, sn)
+	tgiInf := kind == KindTGI && inference.ok
+
+	// Grow the attribute slice once, by exactly the keys the span lacks,
+	// rather than once per Put or by a guess.
+	added := 0
+	for i, ok := range [...]bool{
+		kTTFT: ttft.ok, kE2E: e2e.ok, kQueue: queue.ok, kPrefill: prefill.ok, kDecode: decode.ok,
+		kInputTokens: in.ok, kOutputTokens: out.ok, kTPOT: tpot.ok, kOther: other.ok,
+		kBottleneck: bneck != "", kProvider: provider != "", kRequestModel: model != "",
+		kLoRA: lora != "", kOperation: op != "", kErrorType: et != "", kInference: tgiInf,
+		kAnomaly: len(n.anomalies) > 0,
+	} {
+		if ok && !sn.has[i] {
+			added++
+		}
+	}
+	attrs.EnsureCapacity(attrs.Len() + added)
+
+	putSeconds(attrs, sn, kTTFT, ttft)
+	putSeconds(attrs, sn, kE2E, e2e)
+	putSeconds(attrs, sn, kQueue, queue)
+	putSeconds(attrs, sn, kPrefill, prefill)
+	putSeconds(attrs, sn, kDecode, decode)
+	if tgiInf {
+		attrs.PutDouble(srcInference, inference.v)
+	}
+	if in.ok {
+		attrs.PutInt(names.AttrInputTokens, int64(in.v))
+	}
+	if out.ok {
+		attrs.PutInt(names.AttrOutputTokens, int64(out.v))
+	}
+	if tpot.ok {
+		attrs.PutDouble(names.AttrTimePerOutputTok, tpot.v)
+	}
 	if other.ok {
 		attrs.PutDouble(names.AttrTimeInOther, other.v)
 	}
-
-	if queue.ok && prefill.ok && decode.ok {
-		attrs.PutStr(names.AttrBottleneck, bottleneck(queue.v, prefill.v, decode.v, other))
+	if bneck != "" {
+		attrs.PutStr(names.AttrBottleneck, bneck)
 	}
-
-	provider := providerOf(kind, sn, res)
 	putStr(attrs, sn, kProvider, provider)
-	if m := modelOf(sn, res, set); m != "" {
-		putStr(attrs, sn, kRequestModel, m)
+	if model != "" {
+		putStr(attrs, sn, kRequestModel, model)
 	}
-	if l := loraOf(kind, sn, attrs, res, set); l != "" {
-		putStr(attrs, sn, kLoRA, l)
+	if sn.loraLive {
+		// A LoRA key that is also one we write is read after our writes.
+		lora = loraOf(kind, sn, attrs, res, set)
 	}
-	putStr(attrs, sn, kOperation, operationOf(kind, span, sn, set))
-	if et := errorTypeOf(span, sn); et != "" {
+	if lora != "" {
+		putStr(attrs, sn, kLoRA, lora)
+	}
+	putStr(attrs, sn, kOperation, op)
+	if et != "" {
 		putStr(attrs, sn, kErrorType, et)
 	}
 
@@ -493,6 +530,13 @@ func (n *normalizer) count(srcI, dstI int, required bool) figure {
 	return n.bad(key, "wrong_type")
 }
 
+// AnomalyReasons are the reasons an anomaly can have: the problem part of
+// "<key>:<problem>" and the computed checks.
+var AnomalyReasons = []string{
+	"missing", "wrong_type", "unparsable", "negative", "not_integer", "nan", "infinite",
+	"queue_exceeds_prefill", "phases_exceed_e2e",
+}
+
 func checkNumber(f float64) string {
 	switch {
 	case math.IsNaN(f):
@@ -552,8 +596,14 @@ func loraOf(kind Kind, sn *snapshot, attrs pcommon.Map, res pcommon.Resource, se
 	if l := sn.str(kLoRA); l != "" {
 		return l
 	}
-	for _, k := range set.LoRAAttributes {
-		if l := strAttr(attrs, k); l != "" {
+	for j, k := range set.LoRAAttributes {
+		var l string
+		if j < len(sn.lora) && !liveKey(k) {
+			l = sn.lora[j]
+		} else {
+			l = strAttr(attrs, k)
+		}
+		if l != "" {
 			return l
 		}
 	}
@@ -684,6 +734,12 @@ const (
 	kTGIQueue
 	kTGIInference
 	kTGIParameters
+	// Keys only this processor writes; read to know whether a Put adds one.
+	kTPOT
+	kOther
+	kBottleneck
+	kInference
+	kAnomaly
 	numKeys
 )
 
@@ -710,6 +766,11 @@ var keyNames = [numKeys]string{
 	kTGIQueue:         tgiQueue,
 	kTGIInference:     tgiInference,
 	kTGIParameters:    tgiParameters,
+	kTPOT:             names.AttrTimePerOutputTok,
+	kOther:            names.AttrTimeInOther,
+	kBottleneck:       names.AttrBottleneck,
+	kInference:        srcInference,
+	kAnomaly:          names.AttrAnomaly,
 }
 
 // keyIndex maps a key to its index, or -1. A switch compiles to string
@@ -758,17 +819,48 @@ func keyIndex(k string) int {
 		return kTGIInference
 	case tgiParameters:
 		return kTGIParameters
+	case names.AttrTimePerOutputTok:
+		return kTPOT
+	case names.AttrTimeInOther:
+		return kOther
+	case names.AttrBottleneck:
+		return kBottleneck
+	case srcInference:
+		return kInference
+	case names.AttrAnomaly:
+		return kAnomaly
 	}
 	return -1
+}
+
+// liveKey reports whether a LoRA key is one the snapshot does not copy for
+// LoRA, so it is read from the span itself.
+func liveKey(k string) bool {
+	return k == srcFinishReasons || keyIndex(k) >= 0
 }
 
 type snapshot struct {
 	vals    [numKeys]scalar
 	has     [numKeys]bool
 	aborted bool
+
+	// lora[j] is the string value of Settings.LoRAAttributes[j] on the span
+	// (its first occurrence, as Map.Get sees it), for the first len(lora)
+	// keys that are not also keys above.
+	lora     [8]string
+	loraSeen uint8
+	// loraLive: a LoRA key is one this processor writes, so it must be read
+	// from the span after the writes.
+	loraLive bool
 }
 
-func (sn *snapshot) fill(attrs pcommon.Map) {
+func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
+	loras := set.LoRAAttributes
+	for _, k := range loras {
+		if liveKey(k) {
+			sn.loraLive = true
+		}
+	}
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		if k == srcFinishReasons {
 			sn.aborted = abortedValue(v)
@@ -776,6 +868,14 @@ func (sn *snapshot) fill(attrs pcommon.Map) {
 		}
 		i := keyIndex(k)
 		if i < 0 {
+			for j := 0; j < len(loras) && j < len(sn.lora); j++ {
+				if loras[j] == k && sn.loraSeen&(1<<j) == 0 {
+					sn.loraSeen |= 1 << j
+					if v.Type() == pcommon.ValueTypeStr {
+						sn.lora[j] = v.Str()
+					}
+				}
+			}
 			return true
 		}
 		sc := scalar{typ: v.Type()}

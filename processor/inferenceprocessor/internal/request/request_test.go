@@ -137,3 +137,53 @@ func TestProviderAndOperation(t *testing.T) {
 	op, _ = s.Attributes().Get(names.AttrOperationName)
 	assert.Equal(t, "chat", op.Str())
 }
+
+// TestLoRAOrder checks the LoRA adapter comes from the first configured key
+// with a string value, span before resource, including keys that are also
+// ones Normalize reads or writes (read after its writes).
+func TestLoRAOrder(t *testing.T) {
+	vllm := func(extra map[string]any) map[string]any {
+		m := map[string]any{
+			names.AttrTimeToFirstToken: 0.1, names.AttrE2E: 1.0, names.AttrTimeInQueue: 0.01,
+			names.AttrTimeInPrefill: 0.05, names.AttrTimeInDecode: 0.8,
+			srcPromptTokens: int64(10), srcCompletionTokens: int64(5),
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name  string
+		keys  []string
+		attrs map[string]any
+		res   map[string]any
+		want  string
+	}{
+		{"first key wins", []string{"a", "b"}, vllm(map[string]any{"a": "x", "b": "y"}), nil, "x"},
+		{"later key when first absent", []string{"a", "b"}, vllm(map[string]any{"b": "y"}), nil, "y"},
+		{"non-string skipped", []string{"a", "b"}, vllm(map[string]any{"a": int64(1), "b": "y"}), nil, "y"},
+		{"empty string skipped", []string{"a", "b"}, vllm(map[string]any{"a": "", "b": "y"}), nil, "y"},
+		{"span before resource", []string{"a", "b"}, vllm(map[string]any{"b": "y"}), map[string]any{"a": "r"}, "y"},
+		{"resource", []string{"a"}, vllm(nil), map[string]any{"a": "r"}, "r"},
+		{"none", []string{"a"}, vllm(nil), nil, ""},
+		{"key written before LoRA", []string{names.AttrBottleneck}, vllm(nil), nil, "decode"},
+		{"key read from the span", []string{names.AttrRequestID}, vllm(map[string]any{names.AttrRequestID: "cmpl-1"}), nil, "cmpl-1"},
+		{"finish reasons key", []string{srcFinishReasons}, vllm(map[string]any{srcFinishReasons: "stop"}), nil, "stop"},
+		{"many keys", []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"}, vllm(map[string]any{"k9": "z"}), nil, "z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSpan("llm_request", tc.attrs)
+			res := pcommon.NewResource()
+			_ = res.Attributes().FromRaw(tc.res)
+			Normalize(KindVLLM, s, res, &Settings{OperationName: "x", LoRAAttributes: tc.keys}, Queue{})
+			v, ok := s.Attributes().Get(names.AttrLoRAAdapter)
+			if tc.want == "" {
+				assert.False(t, ok)
+				return
+			}
+			assert.True(t, ok)
+			assert.Equal(t, tc.want, v.Str())
+		})
+	}
+}
