@@ -24,6 +24,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/kernelclass"
+	"github.com/inferprof/inferprof/internal/unixsock"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/aggregate"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/kineto"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
@@ -131,34 +132,18 @@ func (r *cuptiReceiver) Start(_ context.Context, host component.Host) error {
 	return nil
 }
 
-// listen opens the Unix socket in a private folder. A stale socket file left
-// by a crashed collector is removed; a live one is an error.
+// listen opens the Unix socket in a private folder, owner-only.
 func listen(path string) (net.Listener, error) {
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create socket folder %s: %w", dir, err)
-		}
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("endpoint %s exists and is not a socket", path)
-		}
-		if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("endpoint %s: another process is listening", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-		}
+	if err := unixsock.Prepare(path, "unix"); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := unixsock.Restrict(path); err != nil {
 		_ = ln.Close()
-		return nil, fmt.Errorf("chmod socket %s: %w", path, err)
+		return nil, err
 	}
 	return ln, nil
 }

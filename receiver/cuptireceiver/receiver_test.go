@@ -226,7 +226,7 @@ func TestStaleSocketIsReplacedLiveOneRefused(t *testing.T) {
 	cfg := *h.cfg
 	r2, err := newReceiver(metadatatest.NewSettings(componenttest.NewTelemetry()), &cfg)
 	require.NoError(t, err)
-	require.ErrorContains(t, r2.Start(t.Context(), componenttest.NewNopHost()), "another process is listening")
+	require.ErrorContains(t, r2.Start(t.Context(), componenttest.NewNopHost()), "another process is serving it")
 	require.NoError(t, r2.Shutdown(t.Context()))
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/stepwire"
+	"github.com/inferprof/inferprof/internal/unixsock"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
 )
 
@@ -126,35 +126,19 @@ func (r *engineStepReceiver) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// listen binds the Unix datagram socket in a private folder. A stale socket
-// file left by a crashed collector is removed; a live one is an error.
+// listen binds the Unix datagram socket in a private folder, owner-only.
 func listen(path string) (*net.UnixConn, error) {
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create socket folder %s: %w", dir, err)
-		}
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("endpoint %s exists and is not a socket", path)
-		}
-		if c, err := net.Dial(transport, path); err == nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("endpoint %s: another process is receiving on it", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-		}
+	if err := unixsock.Prepare(path, transport); err != nil {
+		return nil, err
 	}
 	conn, err := net.ListenUnixgram(transport, &net.UnixAddr{Name: path, Net: transport})
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := unixsock.Restrict(path); err != nil {
 		_ = conn.Close()
 		_ = os.Remove(path)
-		return nil, fmt.Errorf("chmod socket %s: %w", path, err)
+		return nil, err
 	}
 	return conn, nil
 }

@@ -286,7 +286,7 @@ func TestStaleSocketIsReplacedLiveOneRefused(t *testing.T) {
 	cfg := &Config{Endpoint: path}
 	r, err := newReceiver(set, cfg, consumertest.NewNop())
 	require.NoError(t, err)
-	require.ErrorContains(t, r.Start(context.Background(), componenttest.NewNopHost()), "another process is receiving")
+	require.ErrorContains(t, r.Start(context.Background(), componenttest.NewNopHost()), "another process is serving it")
 	require.NoError(t, r.Shutdown(context.Background()))
 	require.NoError(t, stale.Close()) // the file stays, as after a crash
 	_, err = os.Stat(path)

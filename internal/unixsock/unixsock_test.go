@@ -1,0 +1,75 @@
+package unixsock
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func shortDir(t *testing.T) string {
+	t.Helper()
+	// Socket paths are limited to 107 bytes; t.TempDir can be longer.
+	dir, err := os.MkdirTemp("", "us")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func TestPrepareCreatesPrivateFolder(t *testing.T) {
+	path := filepath.Join(shortDir(t), "new", "s.sock")
+	require.NoError(t, Prepare(path, "unix"))
+	fi, err := os.Stat(filepath.Dir(path))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+}
+
+func TestPrepareRemovesStaleSocket(t *testing.T) {
+	for _, network := range []string{"unix", "unixgram"} {
+		t.Run(network, func(t *testing.T) {
+			path := filepath.Join(shortDir(t), "s.sock")
+			var closer interface{ Close() error }
+			if network == "unix" {
+				l, err := net.Listen(network, path)
+				require.NoError(t, err)
+				l.(*net.UnixListener).SetUnlinkOnClose(false)
+				closer = l
+			} else {
+				c, err := net.ListenUnixgram(network, &net.UnixAddr{Name: path, Net: network})
+				require.NoError(t, err)
+				closer = c
+			}
+			// Live: refused.
+			require.ErrorContains(t, Prepare(path, network), "another process is serving it")
+			// Dead, file left behind: removed.
+			require.NoError(t, closer.Close())
+			_, err := os.Lstat(path)
+			require.NoError(t, err, "the test needs a stale socket file")
+			require.NoError(t, Prepare(path, network))
+			_, err = os.Lstat(path)
+			assert.True(t, os.IsNotExist(err))
+		})
+	}
+}
+
+func TestPrepareRefusesNonSocket(t *testing.T) {
+	path := filepath.Join(shortDir(t), "file")
+	require.NoError(t, os.WriteFile(path, []byte("x"), 0o600))
+	require.ErrorContains(t, Prepare(path, "unix"), "is not a socket")
+	_, err := os.Stat(path)
+	assert.NoError(t, err, "a file that is not a socket is never removed")
+}
+
+func TestRestrict(t *testing.T) {
+	path := filepath.Join(shortDir(t), "s.sock")
+	l, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, Restrict(path))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
