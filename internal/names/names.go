@@ -8,31 +8,30 @@ package names // import "github.com/inferprof/inferprof/internal/names"
 
 // Request span attributes written by the inference processor.
 const (
-	AttrTimeToFirstToken  = "gen_ai.latency.time_to_first_token"
-	AttrE2E               = "gen_ai.latency.e2e"
-	AttrTimeInQueue       = "gen_ai.latency.time_in_queue"
-	AttrTimeInPrefill     = "gen_ai.latency.time_in_model_prefill"
-	AttrTimeInDecode      = "gen_ai.latency.time_in_model_decode"
-	AttrTimePerOutputTok  = "gen_ai.latency.time_per_output_token"
-	AttrTimeInOther       = "inferprof.latency.time_in_other"
-	AttrBottleneck        = "inferprof.latency.bottleneck"
-	AttrInputTokens       = "gen_ai.usage.input_tokens"
-	AttrOutputTokens      = "gen_ai.usage.output_tokens"
-	AttrProviderName      = "gen_ai.provider.name"
-	AttrRequestModel      = "gen_ai.request.model"
-	AttrOperationName     = "gen_ai.operation.name"
-	AttrRequestID         = "gen_ai.request.id"
-	AttrLoRAAdapter       = "inferprof.lora.adapter"
-	AttrAnomaly           = "inferprof.anomaly"
-	AttrErrorType         = "error.type"
-	AttrITLP50            = "inferprof.latency.itl.p50"
-	AttrITLP99            = "inferprof.latency.itl.p99"
-	AttrITLMax            = "inferprof.latency.itl.max"
-	AttrITLGaps           = "inferprof.latency.itl.gaps" // every inter-token gap in seconds, for the connector's histogram
-	AttrDecodeSteps       = "inferprof.decode.steps"
-	AttrDecodeStalls      = "inferprof.decode.stalls"
-	AttrStepsMissing      = "inferprof.steps.missing" // why inter-token figures are absent or partial: evicted, no_steps, incomplete
-	AttrEngineInstanceKey = "inferprof.engine.instance"
+	AttrTimeToFirstToken = "gen_ai.latency.time_to_first_token"
+	AttrE2E              = "gen_ai.latency.e2e"
+	AttrTimeInQueue      = "gen_ai.latency.time_in_queue"
+	AttrTimeInPrefill    = "gen_ai.latency.time_in_model_prefill"
+	AttrTimeInDecode     = "gen_ai.latency.time_in_model_decode"
+	AttrTimePerOutputTok = "gen_ai.latency.time_per_output_token"
+	AttrTimeInOther      = "inferprof.latency.time_in_other"
+	AttrBottleneck       = "inferprof.latency.bottleneck"
+	AttrInputTokens      = "gen_ai.usage.input_tokens"
+	AttrOutputTokens     = "gen_ai.usage.output_tokens"
+	AttrProviderName     = "gen_ai.provider.name"
+	AttrRequestModel     = "gen_ai.request.model"
+	AttrOperationName    = "gen_ai.operation.name"
+	AttrRequestID        = "gen_ai.request.id"
+	AttrLoRAAdapter      = "inferprof.lora.adapter"
+	AttrAnomaly          = "inferprof.anomaly"
+	AttrErrorType        = "error.type"
+	AttrITLP50           = "inferprof.latency.itl.p50"
+	AttrITLP99           = "inferprof.latency.itl.p99"
+	AttrITLMax           = "inferprof.latency.itl.max"
+	AttrITLGaps          = "inferprof.latency.itl.gaps" // every inter-token gap in seconds, for the connector's histogram
+	AttrDecodeSteps      = "inferprof.decode.steps"
+	AttrDecodeStalls     = "inferprof.decode.stalls"
+	AttrStepsMissing     = "inferprof.steps.missing" // why inter-token figures are absent or partial: evicted, no_steps, incomplete
 )
 
 // Phase spans the inference processor adds under each request span (the
@@ -138,11 +137,8 @@ const (
 // metrics) and read by the graphsignal exporter's error logs. Device
 // resources carry hw.id (the GPU UUID), hw.name and nvidia.gpu.* attributes.
 const (
-	EventNameXID        = "nvidia.gpu.xid"         // log record event name of an XID
-	AttrXID             = "nvidia.gpu.xid"         // int: the XID code, on log records and the counter
-	AttrXIDMeaning      = "nvidia.gpu.xid.meaning" // text for the well-known codes
-	AttrGPUEventType    = "nvidia.gpu.event.type"  // xid, double_bit_ecc_error, ...
-	MetricXIDErrors     = "nvidia.gpu.xid.errors"
-	ResourceHwName      = "hw.name"
-	ResourceContainerID = "container.id"
+	EventNameXID     = "nvidia.gpu.xid"         // log record event name of an XID
+	AttrXID          = "nvidia.gpu.xid"         // int: the XID code, on log records and the counter
+	AttrXIDMeaning   = "nvidia.gpu.xid.meaning" // text for the well-known codes
+	AttrGPUEventType = "nvidia.gpu.event.type"  // xid, double_bit_ecc_error, ...
 )
