@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func TestLoadConfig(t *testing.T) {
 		want *Config
 	}{
 		{component.NewID(metadata.Type), createDefaultConfig().(*Config)},
-		{component.NewIDWithName(metadata.Type, "custom"), &Config{Endpoint: "/run/inferprof/steps.sock", ReadBufferSize: 1 << 20}},
+		{component.NewIDWithName(metadata.Type, "custom"), &Config{Endpoint: "/run/inferprof/steps.sock", ReadBufferSize: 1 << 20, PollInterval: 10 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
@@ -42,6 +43,7 @@ func TestDefaultConfig(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	assert.Equal(t, DefaultEndpoint, cfg.Endpoint)
 	assert.Equal(t, 4<<20, cfg.ReadBufferSize)
+	assert.Equal(t, 2*time.Millisecond, cfg.PollInterval)
 	require.NoError(t, cfg.Validate())
 }
 
@@ -55,7 +57,9 @@ func TestInvalidConfig(t *testing.T) {
 		{"empty endpoint", Config{}, "endpoint: must be set"},
 		{"relative endpoint", Config{Endpoint: "steps.sock"}, "must be an absolute socket path"},
 		{"long endpoint", Config{Endpoint: "/" + strings.Repeat("x", 120)}, "Unix socket path limit"},
-		{"negative buffer", Config{Endpoint: "/tmp/s.sock", ReadBufferSize: -1}, "read_buffer_size -1"},
+		{"negative buffer", Config{Endpoint: "/tmp/s.sock", ReadBufferSize: -1, PollInterval: time.Millisecond}, "read_buffer_size -1"},
+		{"no poll interval", Config{Endpoint: "/tmp/s.sock"}, "poll_interval 0s: must be between 100µs and 1s"},
+		{"poll interval too long", Config{Endpoint: "/tmp/s.sock", PollInterval: time.Minute}, "poll_interval 1m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

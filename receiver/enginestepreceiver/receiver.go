@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/internal/unixsock"
@@ -28,19 +29,26 @@ const (
 	// maxSources bounds the per-process state kept to turn the hooks'
 	// running drop counts into deltas; past it the table starts over.
 	maxSources = 4096
+	// waitAfterIdle is how long the socket stays quiet before the read loop
+	// stops polling and waits on it. An engine under load steps far more
+	// often, so it never pays for a wake-up.
+	waitAfterIdle = 100 * time.Millisecond
 )
 
 type engineStepReceiver struct {
-	set    receiver.Settings
-	cfg    *Config
-	next   consumer.Traces
-	obs    *receiverhelper.ObsReport
-	tb     *metadata.TelemetryBuilder
-	host   component.Host
-	conn   *net.UnixConn
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	set  receiver.Settings
+	cfg  *Config
+	next consumer.Traces
+	obs  *receiverhelper.ObsReport
+	tb   *metadata.TelemetryBuilder
+	host component.Host
+	fd   int // the bound socket, -1 before Start; owned by the read loop once it runs
+	stop int // write end of the pipe that wakes the read loop for Shutdown
+	// waiting is true while the read loop waits on the socket (for tests).
+	waiting atomic.Bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
 
 	// Owned by the read loop.
 	dec     *stepwire.Decoder
@@ -76,26 +84,38 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*eng
 		conv:    newConverter(set.BuildInfo.Version),
 		dropped: map[sourceKey]uint32{},
 		now:     time.Now,
+		fd:      -1,
 	}, nil
 }
 
 // Start opens the socket and starts reading; it returns at once.
 func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error {
 	r.host = host
-	conn, err := listen(r.cfg.Endpoint)
+	fd, err := listen(r.cfg.Endpoint)
 	if err != nil {
 		return err
 	}
 	if r.cfg.ReadBufferSize > 0 {
-		if err := conn.SetReadBuffer(r.cfg.ReadBufferSize); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, r.cfg.ReadBufferSize); err != nil {
 			r.set.Logger.Warn("could not set the socket receive buffer", zap.Error(err))
 		}
 	}
-	r.conn = conn
+	// Closing the pipe's write end wakes a read loop waiting in poll(2).
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		_ = unix.Close(fd)
+		_ = os.Remove(r.cfg.Endpoint)
+		return fmt.Errorf("engine_step: stop pipe: %w", err)
+	}
+	r.fd, r.stop = fd, pipe[1]
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.wg.Go(func() { r.readLoop(ctx) })
-	r.set.Logger.Info("engine_step receiver started", zap.String("endpoint", r.cfg.Endpoint))
+	r.wg.Go(func() {
+		defer func() { _ = unix.Close(fd); _ = unix.Close(pipe[0]) }()
+		r.readLoop(ctx, fd, pipe[0])
+	})
+	r.set.Logger.Info("engine_step receiver started", zap.String("endpoint", r.cfg.Endpoint),
+		zap.Duration("poll_interval", r.cfg.PollInterval))
 	return nil
 }
 
@@ -107,8 +127,8 @@ func (r *engineStepReceiver) Shutdown(ctx context.Context) error {
 		if r.cancel != nil {
 			r.cancel()
 		}
-		if r.conn != nil {
-			err = r.conn.Close()
+		if r.fd >= 0 {
+			_ = unix.Close(r.stop)
 			_ = os.Remove(r.cfg.Endpoint)
 		}
 		done := make(chan struct{})
@@ -116,47 +136,104 @@ func (r *engineStepReceiver) Shutdown(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			err = errors.Join(err, ctx.Err())
+			err = ctx.Err()
 		}
 		r.tb.Shutdown()
-		if r.conn != nil {
+		if r.fd >= 0 {
 			r.set.Logger.Info("engine_step receiver stopped")
 		}
 	})
 	return err
 }
 
-// listen binds the Unix datagram socket in a private folder, owner-only.
-func listen(path string) (*net.UnixConn, error) {
+// listen binds a non-blocking Unix datagram socket in a private folder,
+// owner-only. The socket is deliberately not an *os.File or net.Conn: those
+// register it with Go's network poller, and a datagram arriving while the
+// poller sleeps would then wake it from the sender's system call, on the
+// engine's thread.
+func listen(path string) (int, error) {
 	if err := unixsock.Prepare(path, transport); err != nil {
-		return nil, err
+		return -1, err
 	}
-	conn, err := net.ListenUnixgram(transport, &net.UnixAddr{Name: path, Net: transport})
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return -1, fmt.Errorf("open socket for %s: %w", path, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		_ = unix.Close(fd)
+		return -1, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	if err := unixsock.Restrict(path); err != nil {
-		_ = conn.Close()
+		_ = unix.Close(fd)
 		_ = os.Remove(path)
-		return nil, err
+		return -1, err
 	}
-	return conn, nil
+	return fd, nil
 }
 
-func (r *engineStepReceiver) readLoop(ctx context.Context) {
+// readLoop reads the socket until ctx is done, in two modes. While steps
+// flow it empties the socket every poll interval and nothing waits on the
+// socket, so a send never has to wake the collector. After waitAfterIdle
+// without a datagram it waits on the socket with poll(2), so an idle
+// collector costs nothing; the first datagram of the next burst wakes it.
+func (r *engineStepReceiver) readLoop(ctx context.Context, fd, stop int) {
 	// One byte over the limit tells an oversized datagram from a full one.
 	buf := make([]byte, stepwire.MaxDatagram+1)
-	for {
-		n, err := r.conn.Read(buf)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			componentstatus.ReportStatus(r.host, componentstatus.NewRecoverableErrorEvent(fmt.Errorf("read step datagram: %w", err)))
+	timer := time.NewTimer(r.cfg.PollInterval)
+	defer timer.Stop()
+	idleSince := time.Now()
+	for ctx.Err() == nil {
+		if r.drain(ctx, fd, buf) {
+			idleSince = time.Now()
+		} else if time.Since(idleSince) >= waitAfterIdle {
+			r.waiting.Store(true)
+			r.wait(fd, stop)
+			r.waiting.Store(false)
+			idleSince = time.Now()
 			continue
 		}
-		r.handle(ctx, buf[:n])
+		timer.Reset(r.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
 	}
+}
+
+// wait blocks until the socket or the stop pipe is readable.
+func (r *engineStepReceiver) wait(fd, stop int) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				componentstatus.ReportStatus(r.host, componentstatus.NewRecoverableErrorEvent(fmt.Errorf("wait for step datagrams: %w", err)))
+			}
+			return
+		}
+	}
+}
+
+// drain handles every datagram queued on the socket; it reports whether
+// there was any.
+func (r *engineStepReceiver) drain(ctx context.Context, fd int, buf []byte) bool {
+	got := false
+	for ctx.Err() == nil {
+		n, err := unix.Read(fd, buf)
+		switch {
+		case err == nil:
+			got = true
+			r.handle(ctx, buf[:n])
+		case errors.Is(err, unix.EAGAIN):
+			return got
+		case errors.Is(err, unix.EINTR):
+		default:
+			componentstatus.ReportStatus(r.host, componentstatus.NewRecoverableErrorEvent(fmt.Errorf("read step datagram: %w", err)))
+			return got
+		}
+	}
+	return got
 }
 
 // handle decodes one datagram and passes its span on. A bad datagram is

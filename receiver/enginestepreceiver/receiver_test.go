@@ -283,7 +283,7 @@ func TestStaleSocketIsReplacedLiveOneRefused(t *testing.T) {
 	require.NoError(t, err)
 	// A live socket: Start must refuse it.
 	set := receivertest.NewNopSettings(metadata.Type)
-	cfg := &Config{Endpoint: path}
+	cfg := &Config{Endpoint: path, PollInterval: time.Millisecond}
 	r, err := newReceiver(set, cfg, consumertest.NewNop())
 	require.NoError(t, err)
 	require.ErrorContains(t, r.Start(context.Background(), componenttest.NewNopHost()), "another process is serving it")
@@ -300,17 +300,17 @@ func TestStaleSocketIsReplacedLiveOneRefused(t *testing.T) {
 func TestNotASocketIsAnError(t *testing.T) {
 	path := filepath.Join(socketDir(t), "file")
 	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path}, consumertest.NewNop())
+	r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path, PollInterval: time.Millisecond}, consumertest.NewNop())
 	require.NoError(t, err)
 	require.ErrorContains(t, r.Start(context.Background(), componenttest.NewNopHost()), "is not a socket")
 }
 
 func TestShutdownRemovesSocketAndIsIdempotent(t *testing.T) {
 	path := filepath.Join(socketDir(t), "s.sock")
-	r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path}, consumertest.NewNop())
+	r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path, PollInterval: time.Millisecond}, consumertest.NewNop())
 	require.NoError(t, err)
 	require.NoError(t, r.Shutdown(context.Background()), "safe without Start")
-	r, err = newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path}, consumertest.NewNop())
+	r, err = newReceiver(receivertest.NewNopSettings(metadata.Type), &Config{Endpoint: path, PollInterval: time.Millisecond}, consumertest.NewNop())
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, r.Shutdown(context.Background()))
@@ -360,4 +360,21 @@ func FuzzHandle(f *testing.F) {
 			require.NoError(t, err)
 		}
 	})
+}
+
+// TestIdleReceiverWaitsAndWakes: after waitAfterIdle without datagrams the
+// read loop waits on the socket; the next datagram wakes it, and so does
+// Shutdown.
+func TestIdleReceiverWaitsAndWakes(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	waiting := func() bool { return h.rcv.waiting.Load() }
+	require.Eventually(t, waiting, 5*time.Second, time.Millisecond, "idle loop never waited on the socket")
+
+	h.send(t, readFixture(t, "vllm_prefill.bin"))
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, waiting, 5*time.Second, time.Millisecond, "loop did not go back to waiting")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, h.rcv.Shutdown(ctx), "Shutdown must wake a waiting loop")
 }
