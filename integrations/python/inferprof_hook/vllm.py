@@ -11,6 +11,7 @@ Only counts and request ids are read: never prompt or output token values
 
 import functools
 import time
+from operator import countOf
 
 from . import _state, wire
 from .emitter import Emitter
@@ -60,7 +61,9 @@ def _wrap(fn):
         if st is False:
             return fn(self, *args, **kwargs)
         t0 = time_ns()
-        out = fn(self, *args, **kwargs)
+        # vLLM calls step() without arguments; a plain call is cheaper than
+        # unpacking empty ones.
+        out = fn(self, *args, **kwargs) if args or kwargs else fn(self)
         t1 = time_ns()
         try:
             _after(st, out, t0, t1)
@@ -87,7 +90,7 @@ def _attach(core):
 
         @functools.wraps(schedule)
         def caught_schedule(*args, **kwargs):
-            so = schedule(*args, **kwargs)
+            so = schedule(*args, **kwargs) if args or kwargs else schedule()
             st.last_so = so
             return so
 
@@ -102,54 +105,54 @@ def _attach(core):
 def _after(st, out, t0, t1):
     so = st.last_so
     st.last_so = None
-    outputs = out[0] if type(out) is tuple else out
     em = st.emitter
     sched = st.scheduler
-    if so is not None:
-        # Newer vLLM suffixes the API request id to make the engine's own; the
-        # request spans carry the API one, so report that.
-        reqs = getattr(sched, "requests", None)
-        if reqs is not None:
-            for nr in so.scheduled_new_reqs:
-                ext = getattr(reqs.get(nr.req_id), "external_req_id", None)
-                if ext:
-                    em.alias(nr.req_id, ext)
+    if so is not None and so.scheduled_new_reqs:
+        _alias_new(em, sched, so.scheduled_new_reqs)  # before their first token
+    outputs = out[0] if type(out) is tuple else out
     entries = []
     if outputs:
         ids = em.ids
         # dict[client_index, EngineCoreOutputs] in current vLLM, one
         # EngineCoreOutputs in early v1 releases.
-        groups = outputs.values() if type(outputs) is dict else (outputs,)
-        append = entries.append
-        for eco in groups:
+        for eco in (outputs.values() if type(outputs) is dict else (outputs,)):
             for o in eco.outputs:
+                rid = o.request_id
                 n = len(o.new_token_ids)
                 if n:
-                    e = ids.get(o.request_id)
-                    if e is None:
-                        e = em.entry(o.request_id)
-                    append(e if n == 1 else wire.with_tokens(e, n))
+                    e = ids.get(rid) or em.entry(rid)
+                    entries.append(e if n == 1 else wire.with_tokens(e, n))
                 if o.finish_reason is not None:
-                    ids.pop(o.request_id, None)
-    if so is None and not entries:
-        return  # an idle call: nothing scheduled, nothing produced
-    prefill = decode = scheduled = 0
-    preempted = ()
-    if so is not None:
+                    ids.pop(rid, None)
+    if so is None:
+        if not entries:
+            return  # an idle call: nothing scheduled, nothing produced
+        prefill = decode = scheduled = 0
+        preempted = ()
+    else:
         nst = so.num_scheduled_tokens
         scheduled = so.total_num_scheduled_tokens
         total = len(nst)
         # A decode request is scheduled one token plus its draft tokens; any
         # other count is a prompt chunk.
-        spec = getattr(so, "scheduled_spec_decode_tokens", None)
-        decode = list(nst.values()).count(1) + (len(spec) if spec else 0)
-        if decode > total:
-            decode = total
+        decode = countOf(nst.values(), 1)
+        # Plain attribute reads: on this path getattr() with a default costs
+        # more than the rest of the block, and try is free when nothing raises.
+        try:
+            spec = so.scheduled_spec_decode_tokens
+        except AttributeError:
+            spec = None
+        if spec:
+            decode += len(spec)
+            if decode > total:
+                decode = total
         prefill = total - decode
-        pre = getattr(so, "preempted_req_ids", None)
-        if pre:
-            # An id's wire form is its one-token entry without the count.
-            preempted = [em.entry(r)[2:] for r in pre]
+        try:
+            pre = so.preempted_req_ids
+        except AttributeError:
+            pre = None
+        # An id's wire form is its one-token entry without the count.
+        preempted = [em.entry(r)[2:] for r in pre] if pre else ()
     try:
         running = len(sched.running)
         waiting = len(sched.waiting)
@@ -160,3 +163,14 @@ def _after(st, out, t0, t1):
     except Exception:
         kv = None
     em.emit(t0, t1, prefill, decode, scheduled, running, waiting, kv, entries, preempted)
+
+
+def _alias_new(em, sched, new_reqs):
+    """Newer vLLM suffixes the API request id to make the engine's own; the
+    request spans carry the API one, so report that."""
+    reqs = getattr(sched, "requests", None)
+    if reqs is not None:
+        for nr in new_reqs:
+            ext = getattr(reqs.get(nr.req_id), "external_req_id", None)
+            if ext:
+                em.alias(nr.req_id, ext)

@@ -23,9 +23,6 @@ FLAG_KV_USAGE = 0x0002
 # hook_dropped, n_token_entries, n_preempted
 HEADER = struct.Struct("<4sBBHIIQqqIIIIIfIHH")
 HEADER_SIZE = HEADER.size  # 72
-# The same header after magic, version and engine, which are constant per
-# emitter: the hot path packs only this part.
-HEADER_TAIL = struct.Struct("<HIIQqqIIIIIfIHH")
 
 # A datagram never exceeds this, so it fits the default Linux socket buffers;
 # entries past it are dropped and FLAG_IDS_TRUNCATED is set.
@@ -81,7 +78,7 @@ def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
     of id_bytes; kv_usage is a float in 0..1 or None when unknown.
     """
     flags = 0
-    if kv_usage is None:
+    if kv_usage is None or kv_usage != kv_usage:  # unknown, or NaN
         kv = 0.0
     else:
         kv = min(1.0, max(0.0, float(kv_usage)))
@@ -93,7 +90,8 @@ def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
     body = b"".join(entries)
     pre = b"".join(preempted) if m else b""
     if HEADER_SIZE + len(ident) + len(body) + len(pre) > MAX_DATAGRAM or n > 0xFFFF or m > 0xFFFF:
-        body, n, pre, m = _truncate(MAX_DATAGRAM - HEADER_SIZE - len(ident), entries, preempted)
+        body, n, m = truncate(MAX_DATAGRAM - HEADER_SIZE - len(ident), entries, preempted)
+        pre = b""
         flags |= FLAG_IDS_TRUNCATED
     # Counts are non-negative and far below 2**32; masking keeps pack from
     # raising on anything odd without a function call per field.
@@ -109,38 +107,21 @@ def prefix(engine):
     return MAGIC + bytes((VERSION, engine))
 
 
-def encode_fast(pfx, pid, engine_index, step, start_ns, end_ns, prefill, decode,
-                scheduled_tokens, running, waiting, kv_usage, hook_dropped, ident,
-                entries, preempted):
-    """encode() for the hook's hot path: the prefix is prebuilt and values
-    are not masked (an out-of-range one raises struct.error, which the hook
-    catches and logs once)."""
-    if kv_usage is None:
-        flags, kv = 0, 0.0
-    else:
-        # The decoder rejects values outside 0..1; engines' own ratios can
-        # stray a little past the ends.
-        flags, kv = FLAG_KV_USAGE, (0.0 if kv_usage < 0 else 1.0 if kv_usage > 1 else kv_usage)
-    if end_ns < start_ns:
-        end_ns = start_ns  # the wall clock stepped back; the decoder rejects negative steps
-    body = b"".join(entries)
-    pre = b"".join(preempted) if preempted else b""
-    n = len(entries)
-    m = len(preempted)
-    if HEADER_SIZE + len(ident) + len(body) + len(pre) > MAX_DATAGRAM or n > 0xFFFF or m > 0xFFFF:
-        body, n, pre, m = _truncate(MAX_DATAGRAM - HEADER_SIZE - len(ident), entries, preempted)
-        flags |= FLAG_IDS_TRUNCATED
-    return b"".join((pfx, HEADER_TAIL.pack(
-        flags, pid, engine_index, step, start_ns, end_ns, prefill, decode,
-        scheduled_tokens, running, waiting, kv, hook_dropped, n, m), ident, body, pre))
+def head_struct(ident):
+    """A struct that packs the header and the identity block in one call,
+    for the hook's hot path: the 6-byte prefix (see prefix), the header's
+    other fields, then ident."""
+    return struct.Struct("<6s" + HEADER.format[5:] + "%ds" % len(ident))
 
 
-def _truncate(room, entries, preempted):
-    """Keeps the entries, then preempted ids, that fit in room bytes."""
+def truncate(room, entries, preempted):
+    """Keeps the entries, then preempted ids, that fit in room bytes.
+
+    Returns the joined bytes and how many of each were kept."""
     kept, size = [], 0
     for e in entries:
         if size + len(e) > room or len(kept) == 0xFFFF:
-            return b"".join(kept), len(kept), b"", 0
+            return b"".join(kept), len(kept), 0
         kept.append(e)
         size += len(e)
     pre = []
@@ -149,7 +130,7 @@ def _truncate(room, entries, preempted):
             break
         pre.append(p)
         size += len(p)
-    return b"".join(kept), len(kept), b"".join(pre), len(pre)
+    return b"".join(kept + pre), len(kept), len(pre)
 
 
 def decode(buf):

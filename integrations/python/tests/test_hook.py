@@ -19,6 +19,7 @@ for p in (ROOT, FAKES):
 
 import inferprof_hook  # noqa: E402
 from inferprof_hook import _state, sglang as sglang_hook, vllm as vllm_hook, wire  # noqa: E402
+from inferprof_hook.emitter import Emitter  # noqa: E402
 from inferprof_hook.sender import Sender  # noqa: E402
 
 
@@ -115,27 +116,28 @@ class WireTest(unittest.TestCase):
         self.assertTrue(d["flags"] & wire.FLAG_IDS_TRUNCATED)
         self.assertLess(len(d["request_ids"]), 400)
 
-    def test_fast_encoder_matches_reference(self):
+    def test_emitter_matches_reference_encoder(self):
         ident = wire.identity("svc", "1.0", "h")
-        args = (42, 3, 9, 100, 200, 1, 2, 17, 3, 4)
         for kv, entries, pre in ((0.25, [wire.entry("a"), wire.entry("b", 4)], [wire.id_bytes("c")]),
                                  (None, [], []),
-                                 (None, [wire.entry("x" * 1000)] * 400, [])):
-            ref = wire.encode(wire.ENGINE_SGLANG, *args, kv, 7, ident, entries, pre)
-            fast = wire.encode_fast(wire.prefix(wire.ENGINE_SGLANG), *args, kv, 7, ident, entries, pre)
-            self.assertEqual(fast, ref)
+                                 (float("nan"), [], []),
+                                 (None, [wire.entry("x" * 1000)] * 400, []),
+                                 (0.5, [wire.entry("y" * 100)] * 2100, [wire.id_bytes("z")])):
+            ref = wire.encode(wire.ENGINE_SGLANG, 42, 3, 9, 100, 200, 1, 2, 17, 3, 4, kv, 7, ident, entries, pre)
+            self.assertEqual(_emitted(wire.ENGINE_SGLANG, 42, 3, 9, 100, 200, 1, 2, 17, 3, 4, kv,
+                                      ident, entries, pre), ref)
 
     def test_kv_usage_is_clamped(self):
         ident = wire.identity("", "", "")
-        for raw, want in ((1.0000001, 1.0), (-0.01, 0.0)):
+        for raw, want in ((1.0000001, 1.0), (-0.01, 0.0), (float("nan"), None)):
             for buf in (wire.encode(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, raw, 0, ident, [], []),
-                        wire.encode_fast(wire.prefix(1), 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, raw, 0, ident, [], [])):
+                        _emitted(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, raw, ident, [], [])):
                 self.assertEqual(wire.decode(buf)["kv_usage"], want)
 
     def test_clock_stepping_back_never_makes_a_negative_step(self):
         ident = wire.identity("", "", "")
         for buf in (wire.encode(1, 1, 0, 1, 500, 400, 0, 0, 0, 0, 0, None, 0, ident, [], []),
-                    wire.encode_fast(wire.prefix(1), 1, 0, 1, 500, 400, 0, 0, 0, 0, 0, None, 0, ident, [], [])):
+                    _emitted(1, 1, 0, 1, 500, 400, 0, 0, 0, 0, 0, None, ident, [], [])):
             d = wire.decode(buf)
             self.assertEqual((d["start_ns"], d["end_ns"]), (500, 500))
 
@@ -143,6 +145,31 @@ class WireTest(unittest.TestCase):
         buf = wire.encode(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, 0, wire.identity("", "", ""), [], [])
         with self.assertRaises(ValueError):
             wire.decode(buf + b"x")
+
+
+class _Capture:
+    """A sender that keeps what it is given; dropped is reported as 7."""
+
+    dropped = 7
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, data):
+        self.sent.append(data)
+        return True
+
+
+def _emitted(engine, pid, index, step, start, end, prefill, decode, scheduled, running,
+             waiting, kv, ident, entries, pre):
+    """The datagram the hook's Emitter sends for one step."""
+    cap = _Capture()
+    em = Emitter(engine, "x", "1.0", index, cap)
+    em.pid, em.ident, em.step = pid, ident, step - 1
+    em.pack = wire.head_struct(ident).pack
+    em.room = wire.MAX_DATAGRAM - wire.HEADER_SIZE - len(ident)
+    em.emit(start, end, prefill, decode, scheduled, running, waiting, kv, entries, pre)
+    return cap.sent[0]
 
 
 class SenderTest(unittest.TestCase):

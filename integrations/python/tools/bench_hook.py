@@ -1,22 +1,36 @@
 """Measures what the engine step hook adds to one engine step, with timeit.
 
-  python3 integrations/python/tools/bench_hook.py [--number 20000]
+  python3 integrations/python/tools/bench_hook.py [--repeat 2000]
+  python3 integrations/python/tools/bench_hook.py --instructions   # needs valgrind
 
-Times are CPU time of the engine process (time.process_time, user and
-system), best of 5. The step under test does no engine work: it calls scheduler.schedule() and
+The step under test does no engine work: it calls scheduler.schedule() and
 returns prebuilt outputs shaped like vLLM's (every request decoding one
 token), so the difference between the wrapped and the bare step is the
 hook's cost per step: two clock reads, reading the batch, encoding and
-sending one datagram. It runs with a collector present (a separate process
-draining the socket, as the receiver does) and absent (datagrams dropped),
-for 1, 32 and 256 requests per step. The target is under 5 us per step.
+sending one datagram. Times are CPU time of the engine process
+(time.process_time: user and system, so the send system call counts), the
+median of --repeat timeit runs of 8 steps each. The target is under 5 us per
+step.
+
+Collector modes:
+  present  a receiver process that empties the socket every 2 ms without
+           waiting on it, as the engine_step receiver does;
+  absent   no socket: every datagram is dropped and counted.
+Between runs, outside the timing, the bench waits until the receiver has
+emptied the socket: the kernel queues only net.unix.max_dgram_qlen datagrams
+(10 on a stock kernel), and a real engine steps every few milliseconds, not
+every few microseconds. tools/bench_send.py measures the send by itself.
 """
 
 import argparse
+import array
+import fcntl
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 import timeit
 
@@ -24,14 +38,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "fakes")]
 
-DRAIN = """
-import socket, sys
+STEPS_PER_RUN = 8  # under the stock 10-datagram socket queue
+
+RECEIVER = """
+import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
 s.bind(sys.argv[1])
+s.setblocking(False)
 print("ready", flush=True)
 while True:
-    s.recv(1 << 20)
+    time.sleep(0.002)
+    try:
+        while True:
+            s.recv(1 << 20)
+    except BlockingIOError:
+        pass
 """
 
 
@@ -67,30 +88,89 @@ def make_engine(core, n):
     return Engine
 
 
-def per_step_us(fn, number, repeat=5):
-    # CPU time of this process (user + system, so the send syscall counts),
-    # not wall time: on a shared machine wall time mostly measures the
-    # neighbours.
-    return min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
+def emptied(sender):
+    """A timeit setup that waits until the receiver has read every datagram,
+    then 100 us more, busy, so that the receiver is back asleep and this
+    process's caches stay warm, as on an engine between two steps."""
+    outq = array.array("i", [0])
+    clock = time.perf_counter_ns
+
+    def wait():
+        sock = sender.sock
+        while sock is not None:
+            fcntl.ioctl(sock, termios.TIOCOUTQ, outq)
+            if outq[0] == 0:
+                break
+        end = clock() + 100_000
+        while clock() < end:
+            pass
+
+    return wait
+
+
+def per_step_us(fn, setup, repeat):
+    runs = timeit.Timer(fn, setup=setup, timer=time.process_time).repeat(repeat=repeat, number=STEPS_PER_RUN)
+    return statistics.median(runs) / STEPS_PER_RUN * 1e6
+
+
+def loop(requests, steps, hooked):
+    """Runs steps engine steps, collector absent; what --instructions counts."""
+    os.environ["INFERPROF_STEP_ENDPOINT"] = "/nonexistent/inferprof-bench.sock"
+    from inferprof_hook import vllm as vhook
+    from vllm.v1.engine import core
+
+    Engine = make_engine(core, requests)
+    if hooked:
+        Engine = type("Hooked", (Engine,), {"step": vhook._wrap(Engine.step)})
+    step = Engine().step
+    for _ in range(steps):
+        step()
+
+
+def instructions():
+    """Instructions per step under valgrind, which unlike time does not move
+    with the machine's load: (count at 12,000 steps - count at 2,000) / 10,000."""
+    def count(requests, steps, hooked):
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             __file__, "--loop", str(steps), "--requests", str(requests)] + (["--hooked"] if hooked else []),
+            capture_output=True, text=True, check=True).stderr
+        return int(out.rsplit("Collected : ", 1)[1].split()[0])
+
+    print("python %s; instructions per step (valgrind), collector absent" % sys.version.split()[0])
+    print("%-10s %12s %12s %12s" % ("requests", "bare", "hooked", "hook"))
+    for n in (1, 32, 256):
+        per = [(count(n, 12000, h) - count(n, 2000, h)) // 10000 for h in (False, True)]
+        print("%-10d %12d %12d %12d" % (n, per[0], per[1], per[1] - per[0]))
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--number", type=int, default=20000)
+    p.add_argument("--repeat", type=int, default=2000)
+    p.add_argument("--instructions", action="store_true", help="count instructions with valgrind instead")
+    p.add_argument("--loop", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--requests", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--hooked", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.loop is not None:
+        return loop(args.requests, args.loop, args.hooked)
+    if args.instructions:
+        return instructions()
     d = tempfile.mkdtemp()
     path = os.path.join(d, "s.sock")
     os.environ["INFERPROF_STEP_ENDPOINT"] = path
     from inferprof_hook import _state, vllm as vhook
     from vllm.v1.engine import core
 
-    print("python %s; per-step CPU cost of the hook, best of 5 x %d steps" % (sys.version.split()[0], args.number))
+    print("python %s; hook CPU cost per step, median of %d runs x %d steps"
+          % (sys.version.split()[0], args.repeat, STEPS_PER_RUN))
     print("%-10s %-10s %10s %10s %10s" % ("collector", "requests", "bare_us", "hooked_us", "hook_us"))
-    for present in (True, False):
-        drain = None
-        if present:
-            drain = subprocess.Popen([sys.executable, "-c", DRAIN, path], stdout=subprocess.PIPE, text=True)
-            drain.stdout.readline()
+    for mode in ("present", "absent"):
+        receiver = None
+        if mode != "absent":
+            receiver = subprocess.Popen([sys.executable, "-c", RECEIVER, path],
+                                        stdout=subprocess.PIPE, text=True)
+            receiver.stdout.readline()
         try:
             for n in (1, 32, 256):
                 _state.reset()
@@ -98,18 +178,20 @@ def main():
                 bare = Engine()
                 Hooked = type("Hooked", (Engine,), {"step": vhook._wrap(Engine.step)})
                 hooked = Hooked()
-                hooked.step()  # attach outside the timing
-                b = per_step_us(bare.step, args.number)
-                h = per_step_us(hooked.step, args.number)
-                print("%-10s %-10d %10.2f %10.2f %10.2f" % ("present" if present else "absent", n, b, h, h - b))
+                hooked.step()  # attach and connect outside the timing
                 s = _state.sender()
-                if present and s.dropped > s.sent // 100:
-                    print("  note: %d of %d datagrams dropped (drain process too slow)" % (s.dropped, s.sent + s.dropped))
+                setup = emptied(s)
+                b = per_step_us(bare.step, setup, args.repeat)
+                h = per_step_us(hooked.step, setup, args.repeat)
+                print("%-10s %-10d %10.2f %10.2f %10.2f" % (mode, n, b, h, h - b))
+                if mode != "absent" and s.dropped:
+                    print("  note: %d of %d datagrams dropped" % (s.dropped, s.sent + s.dropped))
         finally:
-            if drain is not None:
-                drain.kill()
-                drain.wait()
-    os.unlink(path) if os.path.exists(path) else None
+            if receiver is not None:
+                receiver.kill()
+                receiver.wait()
+            if os.path.exists(path):
+                os.unlink(path)
     os.rmdir(d)
 
 
