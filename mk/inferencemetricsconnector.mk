@@ -1,6 +1,7 @@
 # inference_metrics connector (and the inference processor in front of it)
 # against contrib's span_metrics connector, on the same batches of vLLM
-# request spans, in the same run.
+# request spans, in the same run. BenchmarkPipeline also runs
+# impl=required_writes: only the canonical attribute writes, the floor.
 .PHONY: bench-inference
 BENCH_TARGETS += bench-inference
 INFERENCE_METRICS_PKG := ./connector/inferencemetricsconnector/

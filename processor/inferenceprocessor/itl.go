@@ -3,7 +3,6 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 import (
 	"context"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
@@ -41,13 +40,14 @@ func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) {
 // engine's steps are known but the request's have left the window (or were
 // partly lost), it says so in inferprof.steps.missing instead of guessing.
 // Engines without the step hook get nothing.
-func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, res pcommon.Resource) {
-	attrs := span.Attributes()
-	id, ok := attrs.Get(names.AttrRequestID)
-	if !ok || id.Type() != pcommon.ValueTypeStr || id.Str() == "" {
+// instance is the resource's stepwindow.InstanceKey; id is the span's
+// gen_ai.request.id, as Normalize read it.
+func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, instance, id string) {
+	if id == "" {
 		return
 	}
-	r := p.steps.Lookup(stepwindow.InstanceKey(res), id.Str(),
+	attrs := span.Attributes()
+	r := p.steps.Lookup(instance, id,
 		span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime())
 	switch r.Status {
 	case stepwindow.StatusUnknownInstance:

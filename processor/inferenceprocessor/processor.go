@@ -32,7 +32,12 @@ type inferenceProcessor struct {
 	tel        *metadata.TelemetryBuilder
 	settings   request.Settings
 	phaseSpans bool
-	redactor   *redact.Redactor   // nil when content is kept
+	redactor   *redact.Redactor // nil when content is kept
+	// lateRedact: request spans that go straight to request.Normalize have
+	// their content attributes removed there, in the walk it makes anyway
+	// (settings.RemoveContent). Only when no key Classify reads is content,
+	// so classifying first sees what it would after redaction.
+	lateRedact bool
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
 
@@ -82,6 +87,13 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 	}
 	if !cfg.Privacy.KeepContent {
 		p.redactor = redact.New(cfg.Privacy.Attributes, cfg.Privacy.Events)
+		p.settings.RemoveContent(p.redactor.AttributeMatcher())
+		p.lateRedact = true
+		for _, k := range request.ClassifyKeys {
+			if p.redactor.AttributeMatcher().Match(k) {
+				p.lateRedact = false
+			}
+		}
 	}
 	if es := cfg.EngineSteps; es.Enabled {
 		p.steps = stepwindow.New(stepwindow.Config{
@@ -175,7 +187,8 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 	for _, r := range out {
 		rs := r.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
-		p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, rs.Resource(),
+		ri := p.readResource(rs.Resource())
+		p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
 			request.Queue{Seconds: r.Queue, Known: r.QueueKnown})
 		r.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	}
@@ -191,7 +204,8 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		res := rs.Resource()
+		var ri resourceInfo // read at the resource's first request span
+		read := false
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
@@ -202,8 +216,14 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 			drop = drop[:0]
 			for k := 0; k < n; k++ {
 				span := spans.At(k)
-				p.redact(ctx, span)
+				p.redactEvents(ctx, span)
+				if !p.lateRedact {
+					p.redactAttributes(ctx, span)
+				}
 				kind := request.Classify(span)
+				if p.lateRedact && !p.direct(kind) {
+					p.redactAttributes(ctx, span)
+				}
 				switch kind {
 				case request.KindNone:
 					continue
@@ -211,11 +231,12 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					released = append(released, p.stage(ctx, span)...)
 					continue
 				}
-				if request.Processed(span.Attributes()) {
-					continue
-				}
 				q := request.Queue{}
 				if kind == request.KindSGLangRoot && p.join != nil {
+					// Normalize checks the other spans on its own walk.
+					if request.Processed(span.Attributes()) {
+						continue
+					}
 					var r []join.Released
 					var wait bool
 					q, wait, r = p.hold(ctx, rs, ss, span)
@@ -225,7 +246,10 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 						continue
 					}
 				}
-				p.normalize(ctx, kind, spans, k, res, q)
+				if !read {
+					ri, read = p.readResource(rs.Resource()), true
+				}
+				p.normalize(ctx, kind, spans, k, &ri, q)
 			}
 			if len(drop) > 0 {
 				held = true
@@ -246,11 +270,37 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	return td, nil
 }
 
-func (p *inferenceProcessor) redact(ctx context.Context, span ptrace.Span) {
+// direct reports whether spans of kind go straight to request.Normalize:
+// request spans, except SGLang's while the join may hold them.
+func (p *inferenceProcessor) direct(kind request.Kind) bool {
+	switch kind {
+	case request.KindNone, request.KindSGLangStage:
+		return false
+	case request.KindSGLangRoot:
+		return p.join == nil
+	}
+	return true
+}
+
+// redactEvents removes content events, and content attributes of the
+// span's events.
+func (p *inferenceProcessor) redactEvents(ctx context.Context, span ptrace.Span) {
 	if p.redactor == nil {
 		return
 	}
-	attrs, events := p.redactor.Span(span)
+	attrs, events := p.redactor.Events(span)
+	p.countRemoved(ctx, attrs, events)
+}
+
+// redactAttributes removes the span's content attributes.
+func (p *inferenceProcessor) redactAttributes(ctx context.Context, span ptrace.Span) {
+	if p.redactor == nil {
+		return
+	}
+	p.countRemoved(ctx, p.redactor.Attributes(span.Attributes()), 0)
+}
+
+func (p *inferenceProcessor) countRemoved(ctx context.Context, attrs, events int) {
 	if attrs > 0 {
 		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(attrs), p.attrOpt...)
 	}
@@ -308,13 +358,32 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 	return request.Queue{}, true, evictedOut
 }
 
+// resourceInfo is what the processor reads from a resource: the same for
+// all its spans, so read once per resource rather than once per span.
+type resourceInfo struct {
+	facts    request.Resource
+	instance string // the engine instance's key in the step window; "" when engine_steps is off
+}
+
+func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
+	ri := resourceInfo{facts: request.ReadResource(res, &p.settings)}
+	if p.steps != nil {
+		ri.instance = stepwindow.InstanceKey(res)
+	}
+	return ri
+}
+
 // normalize writes the canonical attributes on spans.At(k) and appends its
 // phase spans to spans.
-func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, res pcommon.Resource, q request.Queue) {
+func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) {
 	span := spans.At(k)
-	r := request.Normalize(kind, span, res, &p.settings, q)
+	r := request.Normalize(kind, span, &ri.facts, &p.settings, q)
+	p.countRemoved(ctx, r.ContentRemoved, 0)
+	if r.Processed {
+		return
+	}
 	if p.steps != nil {
-		p.interTokenLatency(span, res)
+		p.interTokenLatency(span, ri.instance, r.RequestID)
 	}
 	p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind]...)
 	for _, a := range r.Anomalies {

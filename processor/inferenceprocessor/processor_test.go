@@ -252,6 +252,52 @@ func TestPrivacy(t *testing.T) {
 	assert.Equal(t, 3, spans["llm_request"].Events().Len())
 }
 
+// TestPrivacyListWithClassifyKey: request spans normally have their content
+// removed in Normalize's walk, after Classify. When the privacy list names a
+// key Classify reads, the span must be redacted before it is classified, as
+// if the key had never been sent.
+func TestPrivacyListWithClassifyKey(t *testing.T) {
+	const kvTransfer = "gen_ai.latency.kv_cache_transfer_time" // marks TensorRT-LLM
+	batch := func() ptrace.Traces {
+		td := ptrace.NewTraces()
+		s := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		s.SetName("llm_request")
+		s.SetStartTimestamp(1)
+		s.SetEndTimestamp(2e9)
+		a := s.Attributes()
+		a.PutDouble(names.AttrTimeToFirstToken, 0.1)
+		a.PutDouble(names.AttrE2E, 1)
+		a.PutDouble(kvTransfer, 0.01)
+		a.PutStr("gen_ai.prompt", "secret prompt")
+		return td
+	}
+	for _, tc := range []struct {
+		name     string
+		extra    []string
+		provider string
+		removed  int64
+	}{
+		{"default list", nil, names.ProviderTensorRTLLM, 1},
+		{"list with a classify key", []string{kvTransfer}, names.ProviderVLLM, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := goldenConfig()
+			cfg.Privacy.Attributes = append(append([]string(nil), cfg.Privacy.Attributes...), tc.extra...)
+			tel := componenttest.NewTelemetry()
+			t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+			h := newHarness(t, cfg, metadatatest.NewSettings(tel))
+			h.consume(t, batch())
+			require.NoError(t, h.tp.Shutdown(t.Context()))
+			s := spansByName(h.sink.AllTraces()...)["llm_request"]
+			absent(t, s, "gen_ai.prompt")
+			assert.Equal(t, tc.provider, str(t, s, names.AttrProviderName))
+			metadatatest.AssertEqualProcessorInferenceContentRemoved(t, tel, []metricdata.DataPoint[int64]{
+				{Value: tc.removed, Attributes: attribute.NewSet(attribute.String("kind", "attribute"))},
+			}, metricdatatest.IgnoreTimestamp())
+		})
+	}
+}
+
 func TestSGLangJoin(t *testing.T) {
 	for _, order := range [][]string{{"sglang_root", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root"}} {
 		t.Run(order[0]+" first", func(t *testing.T) {

@@ -112,10 +112,24 @@ func New(attrs, events []string) *Redactor {
 	return &Redactor{attrs: NewMatcher(attrs), events: NewMatcher(events)}
 }
 
+// AttributeMatcher matches the content attribute keys.
+func (r *Redactor) AttributeMatcher() *Matcher { return r.attrs }
+
 // Span removes content attributes from the span and its events, and
 // content events. It returns how many attributes and events it removed.
 func (r *Redactor) Span(span ptrace.Span) (attrs, events int) {
-	attrs = r.removeAttrs(span.Attributes())
+	attrs, events = r.Events(span)
+	return attrs + r.Attributes(span.Attributes()), events
+}
+
+// Attributes removes content attributes from m and returns how many.
+func (r *Redactor) Attributes(m pcommon.Map) int {
+	return r.removeAttrs(m)
+}
+
+// Events removes content events from the span, and content attributes from
+// its other events. It returns how many attributes and events it removed.
+func (r *Redactor) Events(span ptrace.Span) (attrs, events int) {
 	evs := span.Events()
 	if evs.Len() == 0 {
 		return attrs, 0

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 // Kind says what a span is to this processor.
@@ -167,7 +168,8 @@ func hasAny(m pcommon.Map, keys ...string) bool {
 }
 
 // Processed reports whether an earlier inference processor already wrote
-// the canonical set, so a chain of collectors does not do it twice.
+// the canonical set, so a chain of collectors does not do it twice. Normalize
+// does the same check itself; this is for spans looked at before it.
 func Processed(attrs pcommon.Map) bool {
 	// One walk rather than a Get (a walk) per key.
 	found := false
@@ -181,12 +183,66 @@ func Processed(attrs pcommon.Map) bool {
 	return found
 }
 
+// ClassifyKeys are the span attribute keys Classify reads. A caller that
+// removes content only after Classify (see Settings.RemoveContent) must make
+// sure none of them is content, or Classify would see what it should not.
+var ClassifyKeys = []string{
+	srcKVTransfer, tgiTotal, tgiQueue, tgiInference, tgiValidation, tgiPerToken,
+	names.AttrE2E, names.AttrTimeToFirstToken,
+}
+
 // Settings are the inputs that come from configuration.
 type Settings struct {
 	ModelResourceAttributes []string
 	DefaultModel            string
 	LoRAAttributes          []string
 	OperationName           string
+
+	// Set by RemoveContent.
+	content        *redact.Matcher
+	contentKeys    [numKeys]bool // content.Match(keyNames[i])
+	contentReasons bool          // content.Match(srcFinishReasons)
+}
+
+// RemoveContent makes Normalize remove the attributes m matches (prompt and
+// completion content) in the walk it makes anyway, rather than in a walk of
+// their own, and treat them as absent, as if removed before. Call it once,
+// before Normalize.
+func (s *Settings) RemoveContent(m *redact.Matcher) {
+	s.content = m
+	for i, k := range keyNames {
+		s.contentKeys[i] = m.Match(k)
+	}
+	s.contentReasons = m.Match(srcFinishReasons)
+}
+
+// Resource is what Normalize reads from a span's resource. It is the same
+// for every span of the resource, so it is read once per resource rather
+// than once per span.
+type Resource struct {
+	Engine string // names.ResourceEngineName, "" when absent
+	Model  string // the first Settings.ModelResourceAttributes with a string value
+	LoRA   string // the first Settings.LoRAAttributes with a string value
+}
+
+// ReadResource reads what Normalize needs from res.
+func ReadResource(res pcommon.Resource, set *Settings) Resource {
+	attrs := res.Attributes()
+	return Resource{
+		Engine: strAttr(attrs, names.ResourceEngineName),
+		Model:  firstStr(attrs, set.ModelResourceAttributes),
+		LoRA:   firstStr(attrs, set.LoRAAttributes),
+	}
+}
+
+// firstStr returns the first non-empty string value among keys.
+func firstStr(m pcommon.Map, keys []string) string {
+	for _, k := range keys {
+		if v := strAttr(m, k); v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // Queue is SGLang's queue time taken from its stage spans, if known.
@@ -204,7 +260,15 @@ type Timeline struct {
 
 // Result is what Normalize did to one span.
 type Result struct {
+	// ContentRemoved is how many content attributes Normalize removed (see
+	// Settings.RemoveContent).
+	ContentRemoved int
+	// Processed: an earlier inference processor already wrote the canonical
+	// set (see Processed), so Normalize left the span as it was and the
+	// other fields are empty.
+	Processed bool
 	Provider  string
+	RequestID string   // gen_ai.request.id, "" when absent or not a string
 	Anomalies []string // "<key>:<problem>" or a computed check, sorted
 	Timeline  Timeline
 }
@@ -217,11 +281,20 @@ type figure struct {
 
 // Normalize writes the canonical attribute set on a request span of the
 // given kind and returns what it found. Bad values are removed, never
-// replaced, and listed in inferprof.anomaly.
-func Normalize(kind Kind, span ptrace.Span, res pcommon.Resource, set *Settings, q Queue) Result {
+// replaced, and listed in inferprof.anomaly. A span an earlier inference
+// processor already handled is left alone; the check rides on the same walk
+// of the attributes, so callers need not call Processed first.
+func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queue) Result {
 	attrs := span.Attributes()
 	n := normalizer{attrs: attrs}
 	n.snap.fill(attrs, set)
+	removed := n.snap.content
+	if removed > 0 {
+		attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return set.content.Match(k) })
+	}
+	if sn := &n.snap; sn.has[kOther] || sn.has[kBottleneck] || sn.has[kAnomaly] {
+		return Result{Processed: true, ContentRemoved: removed}
+	}
 
 	var ttft, e2e, queue, prefill, decode, inference figure
 	var in, out figure
@@ -374,7 +447,7 @@ func Normalize(kind Kind, span ptrace.Span, res pcommon.Resource, set *Settings,
 		putStr(attrs, sn, kErrorType, et)
 	}
 
-	r := Result{Provider: provider, Timeline: Timeline{
+	r := Result{ContentRemoved: removed, Provider: provider, RequestID: sn.str(kRequestID), Timeline: Timeline{
 		TTFT: ttft.v, TTFTOK: ttft.ok, Queue: queue.v, QueueOK: queue.ok,
 		Prefill: prefill.v, PrefillOK: prefill.ok, Decode: decode.v, DecodeOK: decode.ok,
 	}}
@@ -564,35 +637,33 @@ func putStr(attrs pcommon.Map, sn *snapshot, i int, val string) {
 	}
 }
 
-func providerOf(kind Kind, sn *snapshot, res pcommon.Resource) string {
+func providerOf(kind Kind, sn *snapshot, res *Resource) string {
 	if p := sn.str(kProvider); p != "" {
 		return p
 	}
 	if p := sn.str(kSystem); p != "" {
 		return p
 	}
-	if p := strAttr(res.Attributes(), names.ResourceEngineName); p != "" {
-		return p
+	if res.Engine != "" {
+		return res.Engine
 	}
 	return kind.Provider()
 }
 
-func modelOf(sn *snapshot, res pcommon.Resource, set *Settings) string {
+func modelOf(sn *snapshot, res *Resource, set *Settings) string {
 	if m := sn.str(kRequestModel); m != "" {
 		return m
 	}
 	if m := sn.str(kResponseModel); m != "" {
 		return m
 	}
-	for _, k := range set.ModelResourceAttributes {
-		if m := strAttr(res.Attributes(), k); m != "" {
-			return m
-		}
+	if res.Model != "" {
+		return res.Model
 	}
 	return set.DefaultModel
 }
 
-func loraOf(kind Kind, sn *snapshot, attrs pcommon.Map, res pcommon.Resource, set *Settings) string {
+func loraOf(kind Kind, sn *snapshot, attrs pcommon.Map, res *Resource, set *Settings) string {
 	if l := sn.str(kLoRA); l != "" {
 		return l
 	}
@@ -612,12 +683,7 @@ func loraOf(kind Kind, sn *snapshot, attrs pcommon.Map, res pcommon.Resource, se
 			return l
 		}
 	}
-	for _, k := range set.LoRAAttributes {
-		if l := strAttr(res.Attributes(), k); l != "" {
-			return l
-		}
-	}
-	return ""
+	return res.LoRA
 }
 
 // tgiAdapter finds adapter_id: Some("name") in TGI's Debug-formatted
@@ -852,6 +918,10 @@ type snapshot struct {
 	// loraLive: a LoRA key is one this processor writes, so it must be read
 	// from the span after the writes.
 	loraLive bool
+
+	// content counts the content keys seen (Settings.RemoveContent); they
+	// are left out of the snapshot.
+	content int
 }
 
 func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
@@ -863,11 +933,19 @@ func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
 	}
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		if k == srcFinishReasons {
-			sn.aborted = abortedValue(v)
+			if set.contentReasons {
+				sn.content++
+			} else {
+				sn.aborted = abortedValue(v)
+			}
 			return true
 		}
 		i := keyIndex(k)
 		if i < 0 {
+			if set.content != nil && set.content.Match(k) {
+				sn.content++
+				return true
+			}
 			for j := 0; j < len(loras) && j < len(sn.lora); j++ {
 				if loras[j] == k && sn.loraSeen&(1<<j) == 0 {
 					sn.loraSeen |= 1 << j
@@ -876,6 +954,10 @@ func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
 					}
 				}
 			}
+			return true
+		}
+		if set.contentKeys[i] {
+			sn.content++
 			return true
 		}
 		sc := scalar{typ: v.Type()}
@@ -892,8 +974,10 @@ func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
 	})
 }
 
-func (sn *snapshot) get(i int) (scalar, bool) {
-	return sn.vals[i], sn.has[i]
+// get returns the value at index i, by pointer: a scalar is 40 bytes, and
+// the snapshot does not change after fill.
+func (sn *snapshot) get(i int) (*scalar, bool) {
+	return &sn.vals[i], sn.has[i]
 }
 
 // str returns a string attribute the snapshot holds, or "".

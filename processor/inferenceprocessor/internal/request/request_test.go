@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 func newSpan(name string, attrs map[string]any) ptrace.Span {
@@ -55,14 +56,14 @@ func TestTGIDurations(t *testing.T) {
 		"1.2345s": 1.2345, "12.5ms": 0.0125, "830µs": 0.00083, "830us": 0.00083, "100ns": 1e-7, "0ns": 0, " 2s ": 2,
 	} {
 		s := newSpan("generate", map[string]any{"total_time": in})
-		r := Normalize(KindTGI, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+		r := Normalize(KindTGI, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
 		assert.Empty(t, r.Anomalies, in)
 		v, _ := s.Attributes().Get(names.AttrE2E)
 		assert.InDelta(t, want, v.Double(), 1e-12, in)
 	}
 	for in, want := range map[string]string{"soon": "total_time:unparsable", "-1s": "total_time:negative"} {
 		s := newSpan("generate", map[string]any{"total_time": in})
-		r := Normalize(KindTGI, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+		r := Normalize(KindTGI, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
 		assert.Equal(t, []string{want}, r.Anomalies, in)
 		_, ok := s.Attributes().Get(names.AttrE2E)
 		assert.False(t, ok)
@@ -89,7 +90,7 @@ func TestTokenCounts(t *testing.T) {
 		{"7", 0, "gen_ai.usage.completion_tokens:wrong_type"},
 	} {
 		s := newSpan(" Req 1", map[string]any{names.AttrE2E: 1.0, "gen_ai.usage.completion_tokens": tc.v})
-		r := Normalize(KindSGLangRoot, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+		r := Normalize(KindSGLangRoot, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
 		v, ok := s.Attributes().Get(names.AttrOutputTokens)
 		if tc.anomaly == "" {
 			assert.True(t, ok)
@@ -102,7 +103,7 @@ func TestTokenCounts(t *testing.T) {
 	}
 	// A semconv name already on the span is read too.
 	s := newSpan(" Req 1", map[string]any{names.AttrE2E: 1.0, names.AttrOutputTokens: int64(3)})
-	Normalize(KindSGLangRoot, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+	Normalize(KindSGLangRoot, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
 	v, _ := s.Attributes().Get(names.AttrOutputTokens)
 	assert.Equal(t, int64(3), v.Int())
 }
@@ -114,7 +115,7 @@ func TestSkewTolerance(t *testing.T) {
 		names.AttrTimeInPrefill: 0.2, names.AttrTimeInDecode: 0.7005,
 		"gen_ai.usage.prompt_tokens": int64(1), "gen_ai.usage.completion_tokens": int64(2),
 	})
-	r := Normalize(KindVLLM, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+	r := Normalize(KindVLLM, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
 	assert.Empty(t, r.Anomalies)
 	v, _ := s.Attributes().Get(names.AttrTimeInOther)
 	assert.Zero(t, v.Double())
@@ -124,14 +125,16 @@ func TestProviderAndOperation(t *testing.T) {
 	res := pcommon.NewResource()
 	res.Attributes().PutStr(names.ResourceEngineName, "vllm-custom")
 	s := newSpan("llm_request", map[string]any{names.AttrRequestID: "embd-1"})
-	Normalize(KindVLLM, s, res, &Settings{OperationName: "x"}, Queue{})
+	set := &Settings{OperationName: "x"}
+	rf := ReadResource(res, set)
+	Normalize(KindVLLM, s, &rf, set, Queue{})
 	p, _ := s.Attributes().Get(names.AttrProviderName)
 	assert.Equal(t, "vllm-custom", p.Str())
 	op, _ := s.Attributes().Get(names.AttrOperationName)
 	assert.Equal(t, "embeddings", op.Str())
 
 	s = newSpan("llm_request", map[string]any{names.AttrOperationName: "chat", "gen_ai.system": "sys"})
-	Normalize(KindVLLM, s, pcommon.NewResource(), &Settings{OperationName: "x"}, Queue{})
+	Normalize(KindVLLM, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
 	p, _ = s.Attributes().Get(names.AttrProviderName)
 	assert.Equal(t, "sys", p.Str())
 	op, _ = s.Attributes().Get(names.AttrOperationName)
@@ -176,7 +179,9 @@ func TestLoRAOrder(t *testing.T) {
 			s := newSpan("llm_request", tc.attrs)
 			res := pcommon.NewResource()
 			_ = res.Attributes().FromRaw(tc.res)
-			Normalize(KindVLLM, s, res, &Settings{OperationName: "x", LoRAAttributes: tc.keys}, Queue{})
+			set := &Settings{OperationName: "x", LoRAAttributes: tc.keys}
+			rf := ReadResource(res, set)
+			Normalize(KindVLLM, s, &rf, set, Queue{})
 			v, ok := s.Attributes().Get(names.AttrLoRAAdapter)
 			if tc.want == "" {
 				assert.False(t, ok)
@@ -186,4 +191,37 @@ func TestLoRAOrder(t *testing.T) {
 			assert.Equal(t, tc.want, v.Str())
 		})
 	}
+}
+
+// TestRemoveContent: with RemoveContent, Normalize deletes content keys in
+// its own walk and reads the span as if they had been deleted before, also
+// when a pattern names a key it would otherwise read.
+func TestRemoveContent(t *testing.T) {
+	set := &Settings{OperationName: "x", LoRAAttributes: []string{"lora_name"}}
+	set.RemoveContent(redact.NewMatcher([]string{"gen_ai.prompt*", names.AttrRequestID, srcFinishReasons, "lora_name"}))
+	s := newSpan("llm_request", map[string]any{
+		names.AttrE2E: 1.0, names.AttrTimeToFirstToken: 0.1,
+		"gen_ai.prompt": "secret", "gen_ai.prompt.0.content": "secret",
+		names.AttrRequestID: "chatcmpl-1", srcFinishReasons: `["abort"]`, "lora_name": "adapter",
+	})
+	r := Normalize(KindTensorRTLLM, s, &Resource{}, set, Queue{})
+	assert.Equal(t, 5, r.ContentRemoved)
+	assert.Empty(t, r.RequestID)
+	for _, k := range []string{"gen_ai.prompt", "gen_ai.prompt.0.content", names.AttrRequestID, srcFinishReasons, "lora_name"} {
+		_, ok := s.Attributes().Get(k)
+		assert.False(t, ok, k)
+	}
+	op, _ := s.Attributes().Get(names.AttrOperationName)
+	assert.Equal(t, "x", op.Str(), "the request id was content, so it names no operation")
+	_, ok := s.Attributes().Get(names.AttrErrorType)
+	assert.False(t, ok, "the finish reasons were content, so the request is not aborted")
+	_, ok = s.Attributes().Get(names.AttrLoRAAdapter)
+	assert.False(t, ok, "the LoRA key was content")
+
+	// An already processed span still loses its content, and nothing else.
+	s = newSpan("llm_request", map[string]any{names.AttrE2E: 1.0, names.AttrBottleneck: "decode", "gen_ai.prompt": "secret"})
+	r = Normalize(KindVLLM, s, &Resource{}, set, Queue{})
+	assert.True(t, r.Processed)
+	assert.Equal(t, 1, r.ContentRemoved)
+	assert.Equal(t, 2, s.Attributes().Len())
 }
