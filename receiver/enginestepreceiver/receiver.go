@@ -84,7 +84,6 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*eng
 		conv:    newConverter(set.BuildInfo.Version),
 		dropped: map[sourceKey]uint32{},
 		now:     time.Now,
-		fd:      -1,
 	}, nil
 }
 
@@ -107,7 +106,7 @@ func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error
 		_ = os.Remove(r.cfg.Endpoint)
 		return fmt.Errorf("engine_step: stop pipe: %w", err)
 	}
-	r.fd, r.stop = fd, pipe[1]
+	r.stop = pipe[1]
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Go(func() {
@@ -124,10 +123,9 @@ func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error
 func (r *engineStepReceiver) Shutdown(ctx context.Context) error {
 	var err error
 	r.once.Do(func() {
-		if r.cancel != nil {
+		started := r.cancel != nil
+		if started {
 			r.cancel()
-		}
-		if r.fd >= 0 {
 			_ = unix.Close(r.stop)
 			_ = os.Remove(r.cfg.Endpoint)
 		}
@@ -139,7 +137,7 @@ func (r *engineStepReceiver) Shutdown(ctx context.Context) error {
 			err = ctx.Err()
 		}
 		r.tb.Shutdown()
-		if r.fd >= 0 {
+		if started {
 			r.set.Logger.Info("engine_step receiver stopped")
 		}
 	})

@@ -23,38 +23,21 @@ every few microseconds. tools/bench_send.py measures the send by itself.
 """
 
 import argparse
-import array
-import fcntl
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import termios
 import time
 import timeit
+
+import bench_send  # the polling receiver and the wait for it
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "fakes")]
 
 STEPS_PER_RUN = 8  # under the stock 10-datagram socket queue
-
-RECEIVER = """
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-s.setblocking(False)
-print("ready", flush=True)
-while True:
-    time.sleep(0.002)
-    try:
-        while True:
-            s.recv(1 << 20)
-    except BlockingIOError:
-        pass
-"""
-
 
 def make_engine(core, n):
     """An engine whose step returns a prebuilt n-request decode batch."""
@@ -92,15 +75,11 @@ def emptied(sender):
     """A timeit setup that waits until the receiver has read every datagram,
     then 100 us more, busy, so that the receiver is back asleep and this
     process's caches stay warm, as on an engine between two steps."""
-    outq = array.array("i", [0])
     clock = time.perf_counter_ns
 
     def wait():
-        sock = sender.sock
-        while sock is not None:
-            fcntl.ioctl(sock, termios.TIOCOUTQ, outq)
-            if outq[0] == 0:
-                break
+        if sender.sock is not None:
+            bench_send.wait_read(sender.sock)
         end = clock() + 100_000
         while clock() < end:
             pass
@@ -168,7 +147,7 @@ def main():
     for mode in ("present", "absent"):
         receiver = None
         if mode != "absent":
-            receiver = subprocess.Popen([sys.executable, "-c", RECEIVER, path],
+            receiver = subprocess.Popen([sys.executable, "-c", bench_send.RECEIVER, path, "0.002"],
                                         stdout=subprocess.PIPE, text=True)
             receiver.stdout.readline()
         try:

@@ -42,6 +42,14 @@ while True:
 BUSY = "while True: pass"
 
 
+def wait_read(sock, outq=array.array("i", [0])):
+    """Returns once the receiver has read every datagram sent on sock."""
+    while True:
+        fcntl.ioctl(sock, termios.TIOCOUTQ, outq)
+        if outq[0] == 0:
+            return
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--load", type=int, default=0)
@@ -50,7 +58,6 @@ def main():
     load = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.load)]
     d = tempfile.mkdtemp()
     clock = time.perf_counter_ns
-    outq = array.array("i", [0])
     data = b"x" * 150  # a 1-request step datagram is about this size
     print("send wall time, us (%d samples, %d busy processes)" % (args.samples, args.load))
     print("%-8s %8s %8s %8s %8s" % ("receiver", "pause", "p10", "median", "p90"))
@@ -62,28 +69,27 @@ def main():
                                       stdout=subprocess.PIPE, text=True)
                 rx.stdout.readline()
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-                s.connect(path)
-                s.setblocking(False)
-                times = []
-                for _ in range(args.samples):
-                    while True:  # until the receiver has read the last one
-                        fcntl.ioctl(s, termios.TIOCOUTQ, outq)
-                        if outq[0] == 0:
-                            break
-                    end = clock() + pause_us * 1000
-                    while clock() < end:
-                        pass
-                    t0 = clock()
-                    s.send(data)
-                    times.append(clock() - t0)
+                try:
+                    s.connect(path)
+                    s.setblocking(False)
+                    times = []
+                    for _ in range(args.samples):
+                        wait_read(s)
+                        end = clock() + pause_us * 1000
+                        while clock() < end:
+                            pass
+                        t0 = clock()
+                        s.send(data)
+                        times.append(clock() - t0)
+                finally:
+                    s.close()
+                    rx.kill()
+                    rx.wait()
+                    os.unlink(path)
                 times.sort()
                 n = len(times)
                 print("%-8s %6dus %8.1f %8.1f %8.1f" % (name, pause_us, times[n // 10] / 1e3,
                                                        times[n // 2] / 1e3, times[n * 9 // 10] / 1e3))
-                s.close()
-                rx.kill()
-                rx.wait()
-                os.unlink(path)
     finally:
         for b in load:
             b.kill()
