@@ -34,7 +34,7 @@ BENCH_TARGETS :=
 TEST_TARGETS  :=
 include $(wildcard mk/*.mk)
 
-.PHONY: all build build-unlocked run test test-go test-python test-c test-summary-tool lint license-headers bench fuzz generate tools clean fmt vet
+.PHONY: all build build-unlocked run install test test-go test-python test-c test-summary-tool lint license-headers bench fuzz generate tools clean fmt vet
 
 all: build
 
@@ -100,6 +100,20 @@ lint: test-summary-tool
 ## license-headers: add the licence header to every file that lacks it.
 license-headers:
 	$(GO) run ./cmd/licenseheaders -fix
+
+## install: the binaries, the engine step hook and (once `make native` built
+## it) the CUPTI library under $(PREFIX), laid out as inferprof-run looks for
+## them: bin/, lib/, share/inferprof/python/{bootstrap,inferprof_hook}/.
+PREFIX ?= /usr/local
+install: build
+	install -D -m 0755 bin/otelcol-inferprof $(DESTDIR)$(PREFIX)/bin/otelcol-inferprof
+	install -D -m 0755 bin/inferprof-run $(DESTDIR)$(PREFIX)/bin/inferprof-run
+	mkdir -p $(DESTDIR)$(PREFIX)/share/inferprof/python
+	cp -r integrations/python/bootstrap integrations/python/inferprof_hook $(DESTDIR)$(PREFIX)/share/inferprof/python/
+	rm -rf $(DESTDIR)$(PREFIX)/share/inferprof/python/*/__pycache__
+	@if [ -f native/cupti/build/libinferprof_cupti.so ]; then \
+	  install -D -m 0755 native/cupti/build/libinferprof_cupti.so $(DESTDIR)$(PREFIX)/lib/libinferprof_cupti.so; \
+	else echo "install: no native/cupti/build/libinferprof_cupti.so (make native); inferprof-run will run without it"; fi
 
 ## bench: every benchmark, each compared with its baseline through benchstat.
 bench: $(BENCHSTAT) $(BENCH_TARGETS)

@@ -334,3 +334,36 @@ func TestHelpDescribesWhatItDoes(t *testing.T) {
 	}
 	assert.Contains(t, help, "../share/inferprof/python/bootstrap", "the install layout searched")
 }
+
+// TestInstallLayout copies the parts as `make install` lays them out
+// (docs/deployment.md) and checks that inferprof-run finds the hook there by
+// itself and that the hook loads in the engine's interpreter.
+func TestInstallLayout(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	root := repoRoot()
+	prefix := t.TempDir()
+	bin := filepath.Join(prefix, "bin", "inferprof-run")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join(root, "cmd", "inferprof-run")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	share := filepath.Join(prefix, "share", "inferprof", "python")
+	for _, dir := range []string{"bootstrap", "inferprof_hook"} {
+		cp := exec.Command("cp", "-r", filepath.Join(root, "integrations", "python", dir), share+"/")
+		require.NoError(t, os.MkdirAll(share, 0o755))
+		out, err := cp.CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
+
+	cmd := exec.Command(bin, "-no-cupti", "python3", "-c",
+		"import sys, inferprof_hook; print(any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	assert.Equal(t, "True", strings.TrimSpace(stdout.String()), "the hook is installed in the engine's interpreter")
+	assert.Contains(t, stderr.String(), "inferprof-run: set PYTHONPATH="+filepath.Join(share, "bootstrap"))
+	assert.NotContains(t, stderr.String(), "warning")
+}
