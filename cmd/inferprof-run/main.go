@@ -148,6 +148,8 @@ in-engine parts need. It prints one line per variable it sets, on stderr:
   INFERPROF_STEP_ENDPOINT, INFERPROF_CUPTI_ENDPOINT
                            the collector's sockets
 A part it cannot find is named in a warning and left out; COMMAND still runs.
+It also warns when this user cannot write to the collector's sockets, where
+the hook and the library would otherwise drop every record without a word.
 
 Flags (a flag's default is the environment variable named, when set):
 `
@@ -237,6 +239,7 @@ func planHook(p *plan, o options, exe string) error {
 	// Set even when the folder is not found: a hook installed another way
 	// reads it too.
 	p.set(envStepEndpoint, o.stepEndpoint, "where the hook sends steps: the engine_step receiver's socket")
+	checkSocket(p, "engine_step", o.stepEndpoint)
 	dir := o.hookDir
 	if dir == "" {
 		dir = findFirst(hookCandidates(exe), "sitecustomize.py")
@@ -289,6 +292,7 @@ func planCUPTI(p *plan, o options, exe string) error {
 	}
 	abs, _ := filepath.Abs(lib)
 	p.set(envInjection, abs, "loads the CUPTI injection library into the engine")
+	checkSocket(p, "cupti", o.cuptiEndpoint)
 	return nil
 }
 

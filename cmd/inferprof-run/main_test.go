@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,7 +232,8 @@ func TestPlanTracesInsecure(t *testing.T) {
 		{name: "sglang without --enable-trace", args: []string{"python3", "-m", "sglang.launch_server"}, note: "sglang sends no request spans"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parseArgs(tc.args, noEnv, &bytes.Buffer{})
+			// Only the traces endpoint is under test: no socket checks.
+			o, err := parseArgs(append([]string{"-no-hook", "-no-cupti"}, tc.args...), noEnv, &bytes.Buffer{})
 			require.NoError(t, err)
 			p, err := makePlan(o, tc.env, exe, lookOK)
 			require.NoError(t, err)
@@ -270,8 +272,11 @@ func TestRunPrintsEveryChange(t *testing.T) {
 	lib := filepath.Join(tmp, cuptiLibName)
 	require.NoError(t, os.WriteFile(lib, nil, 0o644))
 	hook := filepath.Join(root, "integrations", "python", "bootstrap")
+	// A collector's sockets, so that the launcher has nothing to warn about.
+	stepSock, cuptiSock := listenSockets(t)
 
 	cmd := exec.Command(bin, "-hook-dir", hook, "-cupti-lib", lib,
+		"-step-endpoint", stepSock, "-cupti-endpoint", cuptiSock,
 		"vllm", "serve", "m", "--otlp-traces-endpoint", "grpc://127.0.0.1:4317")
 	cmd.Env = []string{"PATH=" + pathDir + ":/usr/bin:/bin", "PYTHONPATH=/app", "HOME=/home/u"}
 	var stdout, stderr bytes.Buffer
@@ -285,10 +290,10 @@ func TestRunPrintsEveryChange(t *testing.T) {
 	}
 	want := map[string]string{
 		"PYTHONPATH":                         hook + ":/app",
-		"INFERPROF_STEP_ENDPOINT":            defaultStepEndpoint,
+		"INFERPROF_STEP_ENDPOINT":            stepSock,
 		"OTEL_SERVICE_NAME":                  "vllm",
 		"CUDA_INJECTION64_PATH":              lib,
-		"INFERPROF_CUPTI_ENDPOINT":           defaultCUPTIEndpoint,
+		"INFERPROF_CUPTI_ENDPOINT":           cuptiSock,
 		"OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
 	}
 	for k, v := range want {
@@ -312,7 +317,8 @@ func TestRunPrintsEveryChange(t *testing.T) {
 	assert.Contains(t, stderr.String(), "grpc://127.0.0.1:4317", "the insecure line names the endpoint")
 
 	// -quiet prints nothing when nothing is missing.
-	cmd = exec.Command(bin, "-quiet", "-hook-dir", hook, "-cupti-lib", lib, "vllm", "serve", "m")
+	cmd = exec.Command(bin, "-quiet", "-hook-dir", hook, "-cupti-lib", lib,
+		"-step-endpoint", stepSock, "-cupti-endpoint", cuptiSock, "vllm", "serve", "m")
 	cmd.Env = []string{"PATH=" + pathDir + ":/usr/bin:/bin"}
 	stderr.Reset()
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
@@ -357,7 +363,8 @@ func TestInstallLayout(t *testing.T) {
 		require.NoError(t, err, string(out))
 	}
 
-	cmd := exec.Command(bin, "-no-cupti", "python3", "-c",
+	stepSock, _ := listenSockets(t)
+	cmd := exec.Command(bin, "-no-cupti", "-step-endpoint", stepSock, "python3", "-c",
 		"import sys, inferprof_hook; print(any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	var stdout, stderr bytes.Buffer
@@ -366,4 +373,89 @@ func TestInstallLayout(t *testing.T) {
 	assert.Equal(t, "True", strings.TrimSpace(stdout.String()), "the hook is installed in the engine's interpreter")
 	assert.Contains(t, stderr.String(), "inferprof-run: set PYTHONPATH="+filepath.Join(share, "bootstrap"))
 	assert.NotContains(t, stderr.String(), "warning")
+}
+
+// listenSockets serves a step socket (datagram) and a CUPTI socket (stream)
+// in a temporary folder, as the collector's receivers do.
+func listenSockets(t *testing.T) (step, cupti string) {
+	t.Helper()
+	dir := t.TempDir()
+	step, cupti = filepath.Join(dir, "step.sock"), filepath.Join(dir, "cupti.sock")
+	pc, err := net.ListenPacket("unixgram", step)
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	l, err := net.Listen("unix", cupti)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return step, cupti
+}
+
+func TestCheckSocket(t *testing.T) {
+	step, _ := listenSockets(t)
+	p := &plan{}
+	checkSocket(p, "engine_step", step)
+	assert.Empty(t, p.notes, "a served socket gets no note")
+	assert.Empty(t, p.warnings)
+
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	checkSocket(p, "engine_step", missing)
+	require.Len(t, p.notes, 1)
+	assert.Contains(t, p.notes[0], "no engine_step socket at "+missing)
+
+}
+
+// TestSocketPermissionWarnings: an engine user who cannot write to the
+// collector's owner-only sockets is warned, not left with silent drops.
+// Root may write anywhere, so as root the launcher runs as nobody.
+func TestSocketPermissionWarnings(t *testing.T) {
+	step, _ := listenSockets(t)
+	require.NoError(t, os.Chmod(step, 0o600))
+	closedDir := filepath.Join(t.TempDir(), "closed")
+	require.NoError(t, os.Mkdir(closedDir, 0o700))
+	hidden := filepath.Join(closedDir, "cupti.sock")
+
+	if os.Geteuid() != 0 {
+		require.NoError(t, os.Chmod(step, 0o400))
+		require.NoError(t, os.Chmod(closedDir, 0o000))
+		t.Cleanup(func() { _ = os.Chmod(closedDir, 0o700) })
+		p := &plan{}
+		checkSocket(p, "engine_step", step)
+		checkSocket(p, "cupti", hidden)
+		require.Len(t, p.warnings, 2)
+		assert.Contains(t, p.warnings[0], "cannot write to the engine_step socket")
+		assert.Contains(t, p.warnings[1], "its folder is not open to this user")
+		return
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("running as root without setpriv (util-linux) to drop to another user")
+	}
+	// The socket stays root's, 0600, as the collector leaves it; its folder
+	// is opened so that only the socket's own mode is in the way.
+	require.NoError(t, os.Chmod(filepath.Dir(step), 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(filepath.Dir(step)), 0o755)) // t.TempDir's own root
+	binDir, err := os.MkdirTemp("", "inferprof-run-bin")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(binDir) })
+	require.NoError(t, os.Chmod(binDir, 0o755))
+	bin := filepath.Join(binDir, "inferprof-run")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join(repoRoot(), "cmd", "inferprof-run")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	lib := filepath.Join(binDir, cuptiLibName)
+	require.NoError(t, os.WriteFile(lib, nil, 0o644))
+
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin,
+		"-dry-run", "-no-hook", "-cupti-lib", lib, "-cupti-endpoint", hidden, "true")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "its folder is not open to this user", "cupti socket in a closed folder")
+
+	cmd = exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin,
+		"-dry-run", "-no-cupti", "-hook-dir", filepath.Join(repoRoot(), "integrations", "python", "bootstrap"),
+		"-step-endpoint", step, "true")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "cannot write to the engine_step socket "+step)
 }
