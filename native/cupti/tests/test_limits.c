@@ -6,14 +6,8 @@
 #include <stdlib.h>
 
 #include "../limits.h"
+#include "check.h"
 
-#define CHECK(cond)                                                                          \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
 
 static void test_token_bucket(void) {
   token_bucket b;
