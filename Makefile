@@ -102,8 +102,8 @@ license-headers:
 	$(GO) run ./cmd/licenseheaders -fix
 
 ## install: the binaries, the engine step hook and (once `make native` built
-## it) the CUPTI library under $(PREFIX), laid out as inferprof-run looks for
-## them: bin/, lib/, share/inferprof/python/{bootstrap,inferprof_hook}/.
+## them) the CUPTI library builds under $(PREFIX), laid out as inferprof-run
+## looks for them: bin/, lib/cuda<major>/, share/inferprof/python/.
 PREFIX ?= /usr/local
 install: build
 	install -D -m 0755 bin/otelcol-inferprof $(DESTDIR)$(PREFIX)/bin/otelcol-inferprof
@@ -111,9 +111,12 @@ install: build
 	mkdir -p $(DESTDIR)$(PREFIX)/share/inferprof/python
 	cp -r integrations/python/bootstrap integrations/python/inferprof_hook $(DESTDIR)$(PREFIX)/share/inferprof/python/
 	rm -rf $(DESTDIR)$(PREFIX)/share/inferprof/python/*/__pycache__
-	@if [ -f native/cupti/build/libinferprof_cupti.so ]; then \
-	  install -D -m 0755 native/cupti/build/libinferprof_cupti.so $(DESTDIR)$(PREFIX)/lib/libinferprof_cupti.so; \
-	else echo "install: no native/cupti/build/libinferprof_cupti.so (make native); inferprof-run will run without it"; fi
+	@found=; for lib in native/cupti/build/libinferprof_cupti.so native/cupti/build/cuda*/libinferprof_cupti.so; do \
+	  [ -f "$$lib" ] || continue; found=1; \
+	  dest=$(DESTDIR)$(PREFIX)/lib/$${lib#native/cupti/build/}; \
+	  install -D -m 0755 "$$lib" "$$dest" && echo "installed $$dest"; \
+	done; \
+	[ -n "$$found" ] || echo "install: no libinferprof_cupti.so under native/cupti/build (make native); inferprof-run will run without it"
 
 ## bench: every benchmark, each compared with its baseline through benchstat.
 bench: $(BENCHSTAT) $(BENCH_TARGETS)

@@ -138,8 +138,10 @@ in-engine parts need. It prints one line per variable it sets, on stderr:
   PYTHONPATH               the engine step hook's folder first (not with -no-hook)
   OTEL_SERVICE_NAME        -service-name, or when unset, vllm or sglang from COMMAND,
                            so that step spans and request spans match
-  CUDA_INJECTION64_PATH    the CUPTI injection library (not with -no-cupti);
-                           a value already set is kept
+  CUDA_INJECTION64_PATH    the CUPTI injection library built for the engine's CUDA
+                           major (torch.version.cuda); not with -no-cupti; a value
+                           already set is kept
+  LD_LIBRARY_PATH          the libcupti of the engine's nvidia-cuda-cupti wheel first
   OTEL_EXPORTER_OTLP_TRACES_INSECURE=true
                            when the engine's traces endpoint is on loopback and
                            not https:// (older vLLM and TensorRT-LLM use TLS
@@ -276,14 +278,17 @@ func planCUPTI(p *plan, o options, exe string) error {
 		return nil
 	}
 	p.set(envCUPTIEndpoint, o.cuptiEndpoint, "where the CUPTI library sends kernel activity: the cupti receiver's socket")
-	lib := o.cuptiLib
-	if lib == "" {
-		lib = findFirst(cuptiCandidates(exe), "")
-	}
-	switch {
-	case p.vars[envInjection] != "" && o.cuptiLib == "":
+	if p.vars[envInjection] != "" && o.cuptiLib == "" {
 		p.warnings = append(p.warnings, envInjection+" is already set to "+p.vars[envInjection]+"; keeping it, so no GPU kernel activity from inferprof")
 		return nil
+	}
+	lib := o.cuptiLib
+	if lib == "" {
+		lib = selectCUPTI(exe, o.args, p.vars, func(k, v string) {
+			p.set(k, v, "the engine's own libcupti first, matching its CUDA")
+		}, &p.warnings)
+	}
+	switch {
 	case lib == "":
 		p.warnings = append(p.warnings, cuptiLibName+" not found (build it with `make native`, or set -cupti-lib or "+envCUPTILib+"); running without GPU kernel activity")
 		return nil

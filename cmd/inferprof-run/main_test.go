@@ -332,7 +332,7 @@ func TestHelpDescribesWhatItDoes(t *testing.T) {
 	require.ErrorIs(t, err, flag.ErrHelp)
 	help := out.String()
 	// Every variable the plan can set is explained in the help.
-	for _, k := range []string{envPythonPath, envServiceName, envInjection, envTracesInsecure, envStepEndpoint, envCUPTIEndpoint} {
+	for _, k := range []string{envPythonPath, envServiceName, envInjection, "LD_LIBRARY_PATH", envTracesInsecure, envStepEndpoint, envCUPTIEndpoint} {
 		assert.Contains(t, help, k)
 	}
 	for _, f := range []string{"-quiet", "-dry-run", "-no-hook", "-no-cupti", "-hook-dir", "-cupti-lib"} {
