@@ -92,7 +92,8 @@ test-c: test-summary-tool
 ## lint: licence headers (policy in CONTRIBUTING.md), gofmt and go vet.
 lint: test-summary-tool
 	$(GO) run ./cmd/licenseheaders
-	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^$(DIST)/')); \
+	@files=$$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.*' | sed 's|^\./||'); \
+	out=$$(gofmt -l $$(echo "$$files" | grep -v '^$(DIST)/')); \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (make fmt):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@touch $(SUMMARY)/lint.log

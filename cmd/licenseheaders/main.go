@@ -84,15 +84,13 @@ func main() {
 }
 
 // repoFiles lists the files git tracks plus untracked ones it does not
-// ignore, so a new file is checked before it is committed.
+// ignore, so a new file is checked before it is committed. Outside a git
+// checkout (a source archive) it walks the tree instead.
 func repoFiles() ([]string, error) {
 	out, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z").Output()
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil, fmt.Errorf("git ls-files: %w: %s", err, ee.Stderr)
-		}
-		return nil, fmt.Errorf("git ls-files: %w", err)
+		fmt.Fprintf(os.Stderr, "licenseheaders: git ls-files failed (%v); walking the tree\n", err)
+		return walkFiles(".")
 	}
 	var files []string
 	for _, f := range strings.Split(string(out), "\x00") {
@@ -101,6 +99,29 @@ func repoFiles() ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// skipDirs are build outputs and tool caches, never sources.
+var skipDirs = map[string]bool{".git": true, "bin": true, ".tools": true, ".bench": true, "build": true, "__pycache__": true, "node_modules": true}
+
+func walkFiles(root string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && skipDirs[d.Name()] {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err
 }
 
 // run checks (or fixes) files and returns how many lacked the header.

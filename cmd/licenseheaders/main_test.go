@@ -104,3 +104,15 @@ func TestExemptions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, missing, out.String())
 }
+
+// Outside a git checkout the tree is walked, build outputs left out.
+func TestWalkFiles(t *testing.T) {
+	dir := t.TempDir()
+	src := write(t, dir, "pkg/a.go", "package a\n", 0o644)
+	write(t, dir, "bin/tool.sh", "#!/bin/sh\n", 0o755)
+	write(t, dir, "native/cupti/build/x.h", "int x;\n", 0o644)
+	write(t, dir, ".git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+	files, err := walkFiles(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{src}, files)
+}

@@ -101,7 +101,8 @@ func TestReportListsStagesAndReasons(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "python.log"), out, 0o644))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "c.log"), []byte(
-		"test_client: 12 checks passed\nnative/cupti: no CUPTI headers; skipping the CUPTI layer test (apt-get install libcupti-dev)\n"), 0o644))
+		"ipc_client tests: ok\nnative/cupti: SKIPPED the CUPTI layer test: no CUPTI headers. Install them with:\n"+
+			"  apt-get install -y libcupti-dev\n(or set CUDA_HOME)\nlimits: ok\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "lint.log"), nil, 0o644))
 
 	var out bytes.Buffer
@@ -112,7 +113,10 @@ func TestReportListsStagesAndReasons(t *testing.T) {
 	assert.True(t, strings.HasPrefix(last, "make test: PASS: ran lint, 2 Go tests"), last)
 	assert.Contains(t, s, "no GPU: NVML not loaded")
 	assert.Contains(t, s, "sample.TestSkipGPU")
-	assert.Contains(t, s, "skipping the CUPTI layer test (apt-get install libcupti-dev)")
+	assert.Contains(t, s, "SKIPPED the CUPTI layer test: no CUPTI headers")
+	assert.Contains(t, s, "apt-get install -y libcupti-dev", "the install commands are part of the reason")
+	assert.Contains(t, s, "(or set CUDA_HOME)")
+	assert.NotContains(t, s, "limits: ok", "the reason ends with its indented lines")
 	if _, err := exec.LookPath("python3"); err == nil {
 		assert.Contains(t, last, "1 Python tests")
 		assert.Contains(t, s, "needs vllm installed")

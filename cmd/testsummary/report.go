@@ -69,7 +69,13 @@ func report(dir string, out io.Writer) error {
 		fmt.Fprintln(out, "skipped, and why:")
 		for _, s := range stages {
 			for _, g := range s.skips {
-				fmt.Fprintf(out, "  %-7s %s\n", s.name, g.Reason)
+				for i, l := range strings.Split(g.Reason, "\n") {
+					if i == 0 {
+						fmt.Fprintf(out, "  %-7s %s\n", s.name, l)
+					} else {
+						fmt.Fprintf(out, "  %-7s   %s\n", "", l)
+					}
+				}
 				fmt.Fprintf(out, "  %-7s   %d: %s\n", "", len(g.Tests), strings.Join(g.Tests, ", "))
 			}
 		}
@@ -127,18 +133,25 @@ func pythonStage(dir string) (stage, bool, error) {
 	}, true, nil
 }
 
-// cStage reads native/cupti's test output. That Makefile says "skipping"
-// with its reason and the install commands when a part cannot be built.
+// cStage reads native/cupti's test output. Its Makefile prints a line
+// saying a test was skipped and why, then the commands that install what it
+// needs, indented: all of it is the reason.
 func cStage(dir string) (stage, bool, error) {
 	lines, ok, err := readLines(filepath.Join(dir, "c.log"))
 	if err != nil || !ok {
 		return stage{}, ok, err
 	}
 	var groups []skipGroup
-	for _, l := range lines {
-		if strings.Contains(strings.ToLower(l), "skipping") {
-			groups = append(groups, skipGroup{Reason: strings.TrimSpace(l), Tests: []string{"native/cupti"}})
+	for i := 0; i < len(lines); i++ {
+		if !strings.Contains(strings.ToLower(lines[i]), "skipp") {
+			continue
 		}
+		reason := []string{strings.TrimSpace(lines[i])}
+		for i+1 < len(lines) && (strings.HasPrefix(lines[i+1], " ") || strings.HasPrefix(lines[i+1], "(")) {
+			i++
+			reason = append(reason, strings.TrimSpace(lines[i]))
+		}
+		groups = append(groups, skipGroup{Reason: strings.Join(reason, "\n"), Tests: []string{"native/cupti"}})
 	}
 	ran := "native/cupti tests under ASan/UBSan"
 	if len(groups) > 0 {
