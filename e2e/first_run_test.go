@@ -102,19 +102,20 @@ func TestRestartAddsNoSeries(t *testing.T) {
 		tracer.Flush(t)
 	}
 
+	// waitCount scrapes until the requests counter reads want, and returns
+	// that scrape.
+	waitCount := func(want, msg string) map[string]string {
+		var series map[string]string
+		require.Eventually(t, func() bool {
+			series = scrape(t, ports.Addr("prometheus"))
+			return countOf(series) == want
+		}, 30*time.Second, 100*time.Millisecond, msg)
+		return series
+	}
 	send("4101", 2)
-	var before map[string]string
-	require.Eventually(t, func() bool {
-		before = scrape(t, ports.Addr("prometheus"))
-		return countOf(before) == "2"
-	}, 30*time.Second, 100*time.Millisecond, "the first process's requests never reached /metrics")
-
+	before := waitCount("2", "the first process's requests never reached /metrics")
 	send("4202", 1)
-	var after map[string]string
-	require.Eventually(t, func() bool {
-		after = scrape(t, ports.Addr("prometheus"))
-		return countOf(after) == "1"
-	}, 30*time.Second, 100*time.Millisecond, "the second process's request never reached /metrics")
+	after := waitCount("1", "the second process's request never reached /metrics")
 	// A restart is a counter reset, as Prometheus expects; the old process's
 	// series, still held by the connector, must not win a later flush back
 	// (five flushes at 200ms).
