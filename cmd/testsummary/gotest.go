@@ -70,6 +70,8 @@ func goMode(in io.Reader, out io.Writer, dir string) (bool, error) {
 			}
 		case e.Test == "" && e.Action == "pass":
 			res.Packages++
+		case e.Test == "" && e.Action == "skip":
+			// a package with no test files: nothing was skipped
 		case e.Test == "" && e.Action == "fail":
 			if e.FailedBuild == "" {
 				res.Failed = append(res.Failed, e.Package)

@@ -48,7 +48,10 @@ func runGoTestJSON(t *testing.T, withFail bool) []byte {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module sample\n\ngo 1.22\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "sample_test.go"), []byte(src), 0o644))
-	cmd := exec.Command("go", "test", "-json", "-count=1", ".")
+	// A package with no test files reports a package-level skip.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "notests"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notests", "x.go"), []byte("package notests\n"), 0o644))
+	cmd := exec.Command("go", "test", "-json", "-count=1", "./...")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 	out, _ := cmd.Output() // a failing test exits non-zero; the stream is what matters
@@ -69,6 +72,7 @@ func TestGoModeRecordsPassSkipFail(t *testing.T) {
 	assert.Contains(t, echo.String(), "boom")
 	assert.NotContains(t, echo.String(), "=== RUN   TestPass")
 	assert.Contains(t, echo.String(), "FAIL\tsample")
+	assert.Contains(t, echo.String(), "sample/notests\t[no test files]")
 
 	var r goResult
 	b, err := os.ReadFile(filepath.Join(dir, "go.json"))
