@@ -7,9 +7,10 @@ from . import wire
 
 # Bound on the request id table (engine id -> encoded wire entry). Ids leave
 # it when the engine says the request finished; past the bound the oldest go
-# first and are counted (hook_evicted_ids on the wire), so a leak of ids the
-# engine never finishes cannot grow memory, and a live request loses at most
-# its API-id mapping, visibly.
+# first and are counted (hook_evicted_ids on the wire, which also counts the
+# engines' pending-preemption tables), so a leak of ids the engine never
+# finishes cannot grow memory, and a live request loses at most its API-id
+# mapping, visibly.
 MAX_CACHED_IDS = 65536
 
 

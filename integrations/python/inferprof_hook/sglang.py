@@ -233,8 +233,9 @@ def _retracted(st, before, after):
             continue
         rid = r.rid
         st.retracted_next.append(rid)
-        if len(pending) >= MAX_RETRACTED:
+        if rid not in pending and len(pending) >= MAX_RETRACTED:
             del pending[next(iter(pending))]
+            st.emitter.evicted += 1
         pending[rid] = None
 
 

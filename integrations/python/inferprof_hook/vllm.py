@@ -299,9 +299,10 @@ def _emit(st, em, so, new, scheduled, entries, pre, t0, t1):
     if pre:
         preempted_b = [em.id_bytes(r) for r in pre]
         for r in pre:
-            if len(pending) >= MAX_PREEMPTED:
+            if r not in pending and len(pending) >= MAX_PREEMPTED:
                 try:
                     del pending[next(iter(pending))]
+                    em.evicted += 1
                 except (RuntimeError, StopIteration, KeyError):
                     pass
             pending[r] = None

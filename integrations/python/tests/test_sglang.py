@@ -153,3 +153,17 @@ class SGLangTest(HookTest):
     def test_patches_are_idempotent(self):
         self.assertEqual(sglang_hook.patch(self.s), ["run_batch", "process_batch_result", "update_running_batch"])
         self.assertFalse(getattr(self.s.Scheduler.run_batch.__wrapped__, "_inferprof_wrapped", False))
+
+    def test_retracted_table_is_bounded_and_counted(self):
+        old = sglang_hook.MAX_RETRACTED
+        sglang_hook.MAX_RETRACTED = 1
+        try:
+            truth = drive.sglang_scenario(kv_tokens=50)
+        finally:
+            sglang_hook.MAX_RETRACTED = old
+        steps = self.sender.steps()
+        retracted = sum(len(t["preempted"]) for t in truth)
+        self.assertGreaterEqual(retracted, 2, "the scenario retracts more than the bound")
+        self.assertGreater(steps[-1]["hook_evicted_ids"], 0)
+        self.assertEqual([s["preempted"] for s in steps], [sorted(t["preempted"]) for t in expected(truth)],
+                         "retractions are still reported")

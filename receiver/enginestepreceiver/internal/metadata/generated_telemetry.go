@@ -85,7 +85,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverEngineStepHookEvictedIds, err = builder.meter.Int64Counter(
 		"otelcol_receiver_engine_step_hook_evicted_ids",
-		metric.WithDescription("Request ids the engine-side hooks evicted from their id tables at the limit, as the hooks reported them; such a request may be reported under the engine's internal id. [Development]"),
+		metric.WithDescription("Request ids the engine-side hooks evicted from their bounded tables (API ids, preemptions awaiting resumption) at the limit, as the hooks reported them; such a request may be reported under the engine's internal id, or its resumption go unreported. [Development]"),
 		metric.WithUnit("{id}"),
 	)
 	errs = errors.Join(errs, err)

@@ -72,7 +72,7 @@ func AssertEqualReceiverEngineStepHookDropped(t *testing.T, tt *componenttest.Te
 func AssertEqualReceiverEngineStepHookEvictedIds(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_engine_step_hook_evicted_ids",
-		Description: "Request ids the engine-side hooks evicted from their id tables at the limit, as the hooks reported them; such a request may be reported under the engine's internal id. [Development]",
+		Description: "Request ids the engine-side hooks evicted from their bounded tables (API ids, preemptions awaiting resumption) at the limit, as the hooks reported them; such a request may be reported under the engine's internal id, or its resumption go unreported. [Development]",
 		Unit:        "{id}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
