@@ -96,6 +96,19 @@ func (h *harness) counter(t *testing.T, name string) int64 {
 	return total
 }
 
+// unstarted returns a receiver to call handle on directly, and a reader of
+// its counters.
+func unstarted(t *testing.T) (*engineStepReceiver, func(name string) int64) {
+	t.Helper()
+	h := &harness{tel: componenttest.NewTelemetry()}
+	t.Cleanup(func() { require.NoError(t, h.tel.Shutdown(context.Background())) })
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = h.tel.NewTelemetrySettings()
+	r, err := newReceiver(set, &Config{Endpoint: "/unused"}, consumertest.NewNop())
+	require.NoError(t, err)
+	return r, func(name string) int64 { return h.counter(t, name) }
+}
+
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(fixtures, name))
@@ -275,12 +288,7 @@ func TestHookEvictedIDsAreCountedAsDeltas(t *testing.T) {
 // TestSourcesAreBoundedAndCounted: past maxSources hook processes the one
 // heard least recently is forgotten and counted; a live one is kept.
 func TestSourcesAreBoundedAndCounted(t *testing.T) {
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.TelemetrySettings = tel.NewTelemetrySettings()
-	r, err := newReceiver(set, &Config{Endpoint: "/unused"}, consumertest.NewNop())
-	require.NoError(t, err)
+	r, count := unstarted(t)
 	b := readFixture(t, "vllm_async_prefill.bin")
 	var fx stepwire.Step
 	require.NoError(t, stepwire.Decode(b, &fx))
@@ -296,26 +304,17 @@ func TestSourcesAreBoundedAndCounted(t *testing.T) {
 	assert.Len(t, r.sources, maxSources)
 	assert.Contains(t, r.sources, key(1), "recently heard: kept")
 	assert.NotContains(t, r.sources, key(2), "least recently heard: forgotten")
-	m, err := tel.GetMetric("otelcol_receiver_engine_step_sources_evicted")
-	require.NoError(t, err)
-	assert.Equal(t, int64(10), m.Data.(metricdata.Sum[int64]).DataPoints[0].Value)
+	assert.Equal(t, int64(10), count("receiver_engine_step_sources_evicted"))
 }
 
 func TestIDTableResetsAreCounted(t *testing.T) {
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.TelemetrySettings = tel.NewTelemetrySettings()
-	r, err := newReceiver(set, &Config{Endpoint: "/unused"}, consumertest.NewNop())
-	require.NoError(t, err)
+	r, count := unstarted(t)
 	s := stepwire.Step{Engine: stepwire.EngineVLLM, Index: 1, RequestTokens: []int64{1}}
 	for i := range 1<<16 + 1 {
 		s.RequestIDs = []string{strconv.Itoa(i)}
 		r.handle(context.Background(), stepwire.Encode(&s))
 	}
-	m, err := tel.GetMetric("otelcol_receiver_engine_step_id_table_resets")
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), m.Data.(metricdata.Sum[int64]).DataPoints[0].Value)
+	assert.Equal(t, int64(1), count("receiver_engine_step_id_table_resets"))
 }
 
 func TestTruncatedStepsAreMarkedAndCounted(t *testing.T) {
