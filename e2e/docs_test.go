@@ -432,9 +432,3 @@ func TestDocsCheckCatchesDrift(t *testing.T) {
 	assert.Contains(t, problems[0], `drift.md:3 names processor "k8sattributes"`)
 	assert.Contains(t, problems[1], `drift.md:9 names processor "transform"`)
 }
-
-func sorted(s []string) []string {
-	out := slices.Clone(s)
-	sort.Strings(out)
-	return out
-}
