@@ -255,7 +255,8 @@ exporters:
   graphsignal:
     api_key: kill-key
     endpoint: ${env:GRAPHSIGNAL_ENDPOINT}
-    local_endpoint: ""
+    local:
+      endpoint: ""
     timeout: 2s
     retry_on_failure:
       initial_interval: 50ms
