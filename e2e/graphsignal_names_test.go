@@ -23,7 +23,7 @@ import (
 )
 
 // A real PyTorch profiler trace with kernels and three copy kinds (HtoD,
-// DtoH, DtoD): ../shared/fixtures/kineto/README.md.
+// DtoH, DtoD): receiver/cuptireceiver/testdata/kineto/README.md.
 const kinetoFixture = "timeline_analysis-sampled_rank-0.json.gz"
 
 const namesConfig = `
@@ -144,10 +144,7 @@ func sum(m map[string]float64) float64 {
 // into the built collector; the fake Graphsignal decodes, with Graphsignal's
 // schema, what Graphsignal's own profiler would have sent.
 func TestGraphsignalNamesEndToEnd(t *testing.T) {
-	fixture := filepath.Join(e2etest.RepoRoot(), "..", "shared", "fixtures", "kineto", kinetoFixture)
-	if _, err := os.Stat(fixture); err != nil {
-		t.Skipf("Kineto fixture not found: %v", err)
-	}
+	fixture := filepath.Join(e2etest.RepoRoot(), "receiver", "cuptireceiver", "testdata", "kineto", kinetoFixture)
 	wantKernels, wantCopies := kinetoTotals(t, fixture)
 	require.Len(t, wantCopies, 3)
 

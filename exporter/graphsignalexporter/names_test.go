@@ -419,6 +419,17 @@ func TestGraphsignalNamesCUPTI(t *testing.T) {
 	for _, old := range []string{names.MetricMemcpyDuration, names.MetricMemcpyBytes, names.MetricSyncDuration} {
 		assert.Empty(t, metricsNamed(ups, old))
 	}
+
+	// A library that says its mode (node) on the resource: the gauge is 1,
+	// and the mode is not a tag.
+	md := cuptiMetrics(ts.Add(20*time.Second), map[string]float64{"gemm": 0.001}, "0", false)
+	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("inferprof.cupti.graph_mode", "node")
+	require.NoError(t, h.metrics.ConsumeMetrics(t.Context(), md))
+	last := uploadsOf(h)[2:]
+	assert.InDelta(t, 1.0, gaugeOf(t, last, "cuda_graph_trace_mode"), 0)
+	for _, m := range last[0].V1.Metrics {
+		assert.NotContains(t, tags(m.Tags), "inferprof.cupti.graph_mode")
+	}
 }
 
 // TestGraphsignalNamesLogs: an XID goes up as Graphsignal logs it; engine

@@ -144,6 +144,9 @@ func (e *Encoder) Metrics(md pmetric.Metrics) (*signalsv1.UploadRequest, Stats) 
 		res := rm.Resource().Attributes()
 		b.res.add(res)
 		b.setResource(res)
+		if mode, ok := res.Get(attrGraphMode); ok && e.graphsignal() && rm.ScopeMetrics().Len() > 0 {
+			b.graphMode(mode.AsString())
+		}
 		sms := rm.ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
 			scope := sms.At(j).Scope().Name()

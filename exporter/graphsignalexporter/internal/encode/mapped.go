@@ -108,8 +108,30 @@ func (b *metricsBuilder) mapped(res pcommon.Map, m pmetric.Metric, rules []*rule
 		case kindBitmask:
 			b.bit(r, attrs, ts, v)
 		case kindProfile, kindSamples:
-			b.profile(r, m.Unit(), attrs, ts, number(dp))
+			_, modeKnown := res.Get(attrGraphMode)
+			b.profile(r, m.Unit(), attrs, ts, number(dp), !modeKnown)
 		}
+	}
+}
+
+// graphMode sends cuda_graph_trace_mode for a resource whose cupti
+// receiver says the library's mode: 0 graph, 1 node, as Graphsignal's
+// library reports it (cupti_activity.cpp @ 40f84e6).
+func (b *metricsBuilder) graphMode(mode string) {
+	var v float64
+	switch mode {
+	case "graph":
+	case "node":
+		v = 1
+	default:
+		return
+	}
+	b.tags.kvs = append(b.tags.kvs[:0], b.base...)
+	mm := b.get(gaugeGraphMode, signalsv1.Metric_GAUGE_METRIC, b.tags.finish())
+	if len(mm.Datapoints) == 0 {
+		mm.Datapoints = append(mm.Datapoints, &signalsv1.DataPoint{
+			Value: &signalsv1.DataPoint_Gauge{Gauge: v}, MeasurementTs: b.req.UploadTs,
+		})
 	}
 }
 
@@ -132,7 +154,7 @@ func (b *metricsBuilder) bit(r *rule, attrs pcommon.Map, ts int64, v float64) {
 
 // profile adds a duration (kindProfile) or a count (kindSamples) to one
 // frame of a profile: one profile per tag set without the frame attribute.
-func (b *metricsBuilder) profile(r *rule, unit string, attrs pcommon.Map, ts int64, v float64) {
+func (b *metricsBuilder) profile(r *rule, unit string, attrs pcommon.Map, ts int64, v float64, inferMode bool) {
 	frameName := frameOther
 	if r.Frame != "" {
 		fv, ok := attrs.Get(r.Frame)
@@ -149,7 +171,7 @@ func (b *metricsBuilder) profile(r *rule, unit string, attrs pcommon.Map, ts int
 		b.profiles[key] = p
 		b.profOrd = append(b.profOrd, key)
 	}
-	p.mode = p.mode || r.ModeGauge
+	p.mode = p.mode || (r.ModeGauge && inferMode)
 	p.ts = max(p.ts, ts)
 	f, ok := p.frames[frameName]
 	if !ok {

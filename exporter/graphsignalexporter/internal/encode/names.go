@@ -77,7 +77,8 @@ type rule struct {
 	// DeviceAttr records the value on the device resource under this name.
 	DeviceAttr string
 	// ModeGauge also sends cuda_graph_trace_mode = 0 (graph mode) for each
-	// profile this rule feeds: GRAPH_TRACE records only exist in that mode.
+	// profile this rule feeds when the resource does not say the mode:
+	// GRAPH_TRACE records only exist in that mode.
 	ModeGauge bool
 	Note      string // for the README
 }
@@ -164,7 +165,7 @@ var graphsignalTable = []rule{
 	{Source: names.MetricMemsetDuration, Kind: kindProfile, Target: profileMemset, Frame: names.AttrMemoryKind, Note: "frame = memory kind"},
 	{Source: names.MetricMemsetBytes, Kind: kindRename, Target: "cuda_memset_bytes", Tag: kv{names.AttrMemoryKind, "kind"}, Note: "tag `kind`"},
 	{Source: names.MetricSyncDuration, Kind: kindProfile, Target: profileSync, Frame: names.AttrSyncKind, Note: "frame = sync type"},
-	{Source: names.MetricGraphDuration, Kind: kindProfile, Target: profileGraphs, ModeGauge: true, Note: "one frame `other` (the library sends no graph signature); also `cuda_graph_trace_mode` = 0"},
+	{Source: names.MetricGraphDuration, Kind: kindProfile, Target: profileGraphs, ModeGauge: true, Note: "one frame `other` (the library sends no graph signature)"},
 	{Source: names.MetricGPUBusyTime, Kind: kindKeep, Note: "Graphsignal has no device busy time"},
 }
 
@@ -229,7 +230,10 @@ const (
 	tagDeviceBusID = "device.bus_id"
 	attrPCIBusID   = "nvidia.gpu.pci.bus_id"
 	tagRootPID     = "process.root_pid"
-	attrParentPID  = "process.parent_pid"
+	// attrGraphMode is the cupti receiver's resource attribute for the
+	// library's graph trace mode: node or graph.
+	attrGraphMode = "inferprof.cupti.graph_mode"
+	attrParentPID = "process.parent_pid"
 )
 
 // graphsignalTagKey maps a resource or datapoint attribute to the tag key
@@ -245,6 +249,9 @@ func graphsignalTagKey(k, v string, fromResource bool) (string, bool) {
 		return k, true
 	case k == attrPCIBusID:
 		return tagDeviceBusID, true
+	case k == attrGraphMode:
+		// Sent as the cuda_graph_trace_mode gauge instead.
+		return "", false
 	case fromResource && (strings.HasPrefix(k, "hw.") || strings.HasPrefix(k, "nvidia.gpu.")):
 		return "", false
 	}
