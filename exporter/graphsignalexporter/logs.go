@@ -57,7 +57,7 @@ func (e *logsExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 		}
 	}
 	if req != nil {
-		e.record(ctx, req.st)
+		e.s.record(ctx, req.st)
 		e.s.store.Apply(req.req)
 	}
 	return nil
@@ -68,16 +68,10 @@ type encodedLogs struct {
 	st  encode.Stats
 }
 
-func (e *logsExporter) record(ctx context.Context, st encode.Stats) {
-	if st.Truncated > 0 {
-		e.s.tb.GraphsignalTruncatedTags.Add(ctx, int64(st.Truncated))
-	}
-}
-
 func (e *logsExporter) push(ctx context.Context, ld plog.Logs) error {
 	req, st := e.s.enc.Logs(ld)
 	if e.s.store == nil {
-		e.record(ctx, st)
+		e.s.record(ctx, st)
 	}
 	if len(req.LogBatches) == 0 {
 		return nil

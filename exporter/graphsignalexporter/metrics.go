@@ -79,7 +79,7 @@ func (e *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 	}
 	e.conv.Commit(tx)
 	if req != nil {
-		e.record(ctx, req.st)
+		e.s.record(ctx, req.st)
 		if n := e.s.store.Apply(req.req); n > 0 {
 			e.s.tb.GraphsignalLocalDroppedSeries.Add(ctx, int64(n))
 		}
@@ -92,24 +92,12 @@ type encodedMetrics struct {
 	st  encode.Stats
 }
 
-func (e *metricsExporter) record(ctx context.Context, st encode.Stats) {
-	if st.Truncated > 0 {
-		e.s.tb.GraphsignalTruncatedTags.Add(ctx, int64(st.Truncated))
-	}
-	if st.Skipped > 0 {
-		e.s.tb.GraphsignalUnsupportedDatapoints.Add(ctx, int64(st.Skipped))
-	}
-	if st.FramesFolded > 0 {
-		e.s.tb.GraphsignalFoldedFrames.Add(ctx, int64(st.FramesFolded))
-	}
-}
-
 // push runs after the queue: encode and upload one batch of deltas.
 func (e *metricsExporter) push(ctx context.Context, md pmetric.Metrics) error {
 	req, st := e.s.enc.Metrics(md)
 	if e.s.store == nil {
 		// With a local store, the same counts were recorded before the queue.
-		e.record(ctx, st)
+		e.s.record(ctx, st)
 	}
 	if len(req.Metrics) == 0 {
 		return nil

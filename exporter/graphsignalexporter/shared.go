@@ -170,6 +170,19 @@ func (s *shared) stop(ctx context.Context, wasStarted bool) error {
 	return err
 }
 
+// record counts what an encoding changed or left out.
+func (s *shared) record(ctx context.Context, st encode.Stats) {
+	if st.Truncated > 0 {
+		s.tb.GraphsignalTruncatedTags.Add(ctx, int64(st.Truncated))
+	}
+	if st.Skipped > 0 {
+		s.tb.GraphsignalUnsupportedDatapoints.Add(ctx, int64(st.Skipped))
+	}
+	if st.FramesFolded > 0 {
+		s.tb.GraphsignalFoldedFrames.Add(ctx, int64(st.FramesFolded))
+	}
+}
+
 // lifecycle is the Start/Shutdown every signal's exporter shares: the
 // shared state's, then exporterhelper's queue and retry when uploading.
 type lifecycle struct {

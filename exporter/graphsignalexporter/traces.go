@@ -16,9 +16,7 @@ func newTracesExporter(s *shared, set exporter.Settings) (exporter.Traces, error
 	l := &lifecycle{s: s}
 	push := func(ctx context.Context, td ptrace.Traces) error {
 		req, st := s.enc.Spans(td)
-		if st.Truncated > 0 {
-			s.tb.GraphsignalTruncatedTags.Add(ctx, int64(st.Truncated))
-		}
+		s.record(ctx, st)
 		if len(req.Spans) == 0 {
 			return nil
 		}
