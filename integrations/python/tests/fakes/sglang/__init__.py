@@ -1,1 +1,1 @@
-"""Test double shaped like the real package; see engine.py."""
+"""Fake SGLang runtime, shaped like sgl-project/sglang; each module names the file and commit it follows."""

@@ -1,1 +1,1 @@
-"""Test double shaped like the real package; see engine.py."""
+"""Fake vLLM v1 engine, shaped like vllm-project/vllm; each module names the file and commit it follows."""

@@ -1,1 +1,1 @@
-"""Test double shaped like the real package; see engine.py."""
+"""Fake of the sglang.srt package."""

@@ -1,0 +1,1 @@
+"""Fake of the sglang.srt.layers package."""

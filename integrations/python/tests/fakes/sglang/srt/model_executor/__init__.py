@@ -1,0 +1,1 @@
+"""Fake of the sglang.srt.model_executor package."""

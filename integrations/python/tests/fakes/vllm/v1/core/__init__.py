@@ -1,0 +1,1 @@
+"""Fake of the vllm.v1.core package."""
