@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2etest is the end-to-end harness: it builds otelcol-inferprof once
 // per test run, starts it on free loopback ports with a config written by the
 // test, and stops it by PID, checking that it exited cleanly.
