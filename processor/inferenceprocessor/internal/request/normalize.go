@@ -123,7 +123,7 @@ func extract(kind Kind, n *reader, span ptrace.Span, q Queue) Figures {
 	case KindVLLM:
 		return extractVLLM(n, span)
 	case KindVLLMCore:
-		return journeyCore(span)
+		return journeyCore(n, span)
 	case KindTensorRTLLM:
 		return extractTRT(n, span)
 	case KindSGLangRoot:

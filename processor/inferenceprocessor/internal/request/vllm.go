@@ -71,9 +71,12 @@ func journeyAPI(span ptrace.Span, f *Figures) {
 // journey.SCHEDULED (first with schedule.kind FIRST, again after each
 // preemption), journey.FIRST_TOKEN, journey.FINISHED with finish.status.
 // Like vLLM's own stats, queue runs to the first SCHEDULED and preemptions
-// stay inside prefill and decode.
-func journeyCore(span ptrace.Span) Figures {
+// stay inside prefill and decode. It carries no token counts; any found
+// are checked like everyone's.
+func journeyCore(n *reader, span ptrace.Span) Figures {
 	var f Figures
+	f.In = n.count(kPromptTokens, kInputTokens, false)
+	f.Out = n.count(kCompletionTokens, kOutputTokens, false)
 	queued, qOK := eventTime(span, "journey.QUEUED")
 	sched, sOK := eventTime(span, "journey.SCHEDULED")
 	first, fOK := eventTime(span, "journey.FIRST_TOKEN")
