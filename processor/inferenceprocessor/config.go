@@ -74,11 +74,13 @@ type JoinConfig struct {
 	// usually comes first, by up to the whole decode. Default 5m. Must be
 	// positive when Wait is set.
 	StageTTL time.Duration `mapstructure:"stage_ttl"`
-	// MaxPending caps held request spans plus stage records (about 150 bytes
+	// MaxPending caps held request spans (each counts one, however many
+	// share a trace) plus traces with only stage records (about 200 bytes
 	// each, plus the held span). When full, the oldest stage record is
-	// forgotten, then the oldest held request span is released early; both
-	// are counted, and no span is dropped. Default 100000. Must be positive
-	// when Wait is set.
+	// forgotten, then the oldest held request spans are released early;
+	// both are counted, and no span is dropped. It also caps the released
+	// spans waiting to be offered again after the next consumer refused
+	// them. Default 100000. Must be positive when Wait is set.
 	MaxPending int `mapstructure:"max_pending"`
 
 	// prevent unkeyed literal initialization
