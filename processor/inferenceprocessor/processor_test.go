@@ -80,14 +80,31 @@ func offset(s ptrace.Span, parent ptrace.Span) (float64, float64) {
 
 func run(t *testing.T, cfg *Config, batches ...string) (map[string]ptrace.Span, *componenttest.Telemetry) {
 	t.Helper()
+	out, tel := runFixtures(t, cfg, batches...)
+	return spansByName(out...), tel
+}
+
+// runFixtures runs fixture batches through the processor, shuts it down
+// and returns what came out.
+func runFixtures(t *testing.T, cfg *Config, batches ...string) ([]ptrace.Traces, *componenttest.Telemetry) {
+	t.Helper()
+	tds := make([]ptrace.Traces, len(batches))
+	for i, b := range batches {
+		tds[i] = readBatch(t, b)
+	}
+	return runBatches(t, cfg, tds...)
+}
+
+func runBatches(t *testing.T, cfg *Config, tds ...ptrace.Traces) ([]ptrace.Traces, *componenttest.Telemetry) {
+	t.Helper()
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
-	for _, b := range batches {
-		h.consume(t, readBatch(t, b))
+	for _, td := range tds {
+		h.consume(t, td)
 	}
 	require.NoError(t, h.tp.Shutdown(t.Context()))
-	return spansByName(h.sink.AllTraces()...), tel
+	return h.sink.AllTraces(), tel
 }
 
 func TestVLLMCanonical(t *testing.T) {
@@ -157,14 +174,8 @@ func TestModelResolution(t *testing.T) {
 
 func runTraces(t *testing.T, cfg *Config, tds ...ptrace.Traces) (map[string]ptrace.Span, *componenttest.Telemetry) {
 	t.Helper()
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
-	for _, td := range tds {
-		h.consume(t, td)
-	}
-	require.NoError(t, h.tp.Shutdown(t.Context()))
-	return spansByName(h.sink.AllTraces()...), tel
+	out, tel := runBatches(t, cfg, tds...)
+	return spansByName(out...), tel
 }
 
 // spansByID indexes request spans by gen_ai.request.id (string or int).
@@ -186,14 +197,8 @@ func spansByID(tds ...ptrace.Traces) map[string]ptrace.Span {
 
 func runByID(t *testing.T, cfg *Config, batches ...string) (map[string]ptrace.Span, *componenttest.Telemetry) {
 	t.Helper()
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
-	for _, b := range batches {
-		h.consume(t, readBatch(t, b))
-	}
-	require.NoError(t, h.tp.Shutdown(t.Context()))
-	return spansByID(h.sink.AllTraces()...), tel
+	out, tel := runFixtures(t, cfg, batches...)
+	return spansByID(out...), tel
 }
 
 func TestEdgeCases(t *testing.T) {
