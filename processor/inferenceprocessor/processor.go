@@ -73,6 +73,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			DefaultModel:            cfg.Model.Default,
 			LoRAAttributes:          cfg.LoRAAttributes,
 			OperationName:           cfg.OperationName,
+			PhaseSpans:              cfg.PhaseSpans,
 		},
 		phaseSpans:   cfg.PhaseSpans,
 		maxGaps:      cfg.EngineSteps.MaxITLGaps,

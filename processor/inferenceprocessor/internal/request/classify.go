@@ -120,8 +120,14 @@ func Classify(span ptrace.Span) Kind {
 // TensorRT-LLM never does, writes its request id as an integer, writes
 // top_k, and in disaggregated serving the KV-transfer time and events.
 func classifyLLMRequest(span ptrace.Span) Kind {
+	attrs := span.Attributes()
+	// The common case first, with Get's plain loop rather than a walk
+	// with a callback per attribute.
+	if _, ok := attrs.Get(names.AttrTimeInPrefill); ok {
+		return KindVLLM
+	}
 	var v1, trt, v0, latency bool
-	span.Attributes().Range(func(k string, v pcommon.Value) bool {
+	attrs.Range(func(k string, v pcommon.Value) bool {
 		switch k {
 		case names.AttrTimeInPrefill, names.AttrTimeInDecode, srcInference:
 			v1 = true

@@ -51,6 +51,8 @@ type Settings struct {
 	DefaultModel            string
 	LoRAAttributes          []string
 	OperationName           string
+	// PhaseSpans: place the phases in Result.Phases (phase_spans).
+	PhaseSpans bool
 
 	// Set by RemoveContent.
 	content        *redact.Matcher
@@ -108,6 +110,7 @@ type Result struct {
 	// set (see Processed), so Normalize left the span as it was and the
 	// other fields are empty.
 	Processed bool
+	// Phases are where the phase spans go, when Settings.PhaseSpans.
 	// Request: the span is a whole request (counted as one); false for
 	// vLLM's llm_core, the engine half of a request whose API span counts.
 	Request   bool
@@ -118,20 +121,19 @@ type Result struct {
 }
 
 // extract runs kind's extractor.
-func extract(kind Kind, n *reader, span ptrace.Span, q Queue) Figures {
+func extract(kind Kind, n *reader, span ptrace.Span, q Queue, f *Figures) {
 	switch kind {
 	case KindVLLM:
-		return extractVLLM(n, span)
+		extractVLLM(n, span, f)
 	case KindVLLMCore:
-		return journeyCore(n, span)
+		journeyCore(n, span, f)
 	case KindTensorRTLLM:
-		return extractTRT(n, span)
+		extractTRT(n, span, f)
 	case KindSGLangRoot:
-		return extractSGLang(n, span, q)
+		extractSGLang(n, span, q, f)
 	case KindTGI:
-		return extractTGI(n, span)
+		extractTGI(n, span, f)
 	}
-	return Figures{}
 }
 
 // Normalize writes the canonical attribute set on a request span of the
@@ -151,7 +153,8 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		return Result{Processed: true, ContentRemoved: removed}
 	}
 
-	f := extract(kind, &n, span, q)
+	var f Figures
+	extract(kind, &n, span, q, &f)
 
 	// Time per output token: decode spread over the tokens after the first.
 	tpot := figure{}
@@ -261,9 +264,9 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		putStr(attrs, sn, kErrorType, et)
 	}
 
-	r := Result{
-		ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider,
-		RequestID: sn.str(kRequestID), Phases: f.place(span),
+	r := Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID)}
+	if set.PhaseSpans {
+		r.Phases = f.place(span)
 	}
 	if len(n.anomalies) > 0 {
 		sort.Strings(n.anomalies)

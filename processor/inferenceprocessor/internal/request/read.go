@@ -77,6 +77,15 @@ func (n *reader) number(i int, required bool) (float64, bool) {
 // seconds reads a float-seconds latency; a bad value is removed from the
 // span and reported.
 func (n *reader) seconds(i int, required bool) figure {
+	// The common case, inlined: a finite, non-negative double (NaN fails
+	// the comparison).
+	if v := &n.snap.vals[i]; n.snap.has[i] && v.typ == pcommon.ValueTypeDouble && v.d >= 0 && v.d <= math.MaxFloat64 {
+		return figure{v.d, true}
+	}
+	return n.secondsSlow(i, required)
+}
+
+func (n *reader) secondsSlow(i int, required bool) figure {
 	f, ok := n.number(i, required)
 	if !ok {
 		return figure{}
@@ -161,6 +170,17 @@ func (n *reader) duration(i int, required bool) figure {
 // count reads a token count from src, or from dst when an engine already
 // writes the semconv name.
 func (n *reader) count(srcI, dstI int, required bool) figure {
+	// The common case, inlined: a non-negative int under the source key.
+	if v := &n.snap.vals[srcI]; n.snap.has[srcI] && v.typ == pcommon.ValueTypeInt && v.i >= 0 {
+		return figure{float64(v.i), true}
+	}
+	if !required && !n.snap.has[srcI] && !n.snap.has[dstI] {
+		return figure{}
+	}
+	return n.countSlow(srcI, dstI, required)
+}
+
+func (n *reader) countSlow(srcI, dstI int, required bool) figure {
 	src, dst := keyNames[srcI], keyNames[dstI]
 	key := src
 	v, ok := n.snap.get(srcI)

@@ -24,8 +24,7 @@ type Queue struct {
 // has no TTFT, prefill or decode). SGLang's prefill runs from dispatch to
 // the first token, so it includes queueing; the queue itself only exists as
 // a stage span from the scheduler, which the join supplies in q.
-func extractSGLang(n *reader, span ptrace.Span, q Queue) Figures {
-	var f Figures
+func extractSGLang(n *reader, span ptrace.Span, q Queue, f *Figures) {
 	role, _ := SGLangRole(span.Name())
 	f.TTFT = n.seconds(kTTFT, false)
 	f.E2E = n.seconds(kE2E, true)
@@ -36,19 +35,19 @@ func extractSGLang(n *reader, span ptrace.Span, q Queue) Figures {
 	f.Cached = n.cached()
 	f.QueueInPrefill = true
 	if !q.Known {
-		return f
+		return
 	}
 	if role == RoleDecode {
 		// decode_waiting on a PD decode server is that server's queue; it
 		// has its own attribute, and the decode root's prefill (which
 		// spans the remote prefill and the KV transfer) is left as it is.
 		f.DecodeQueue = figure{q.Seconds, true}
-		return f
+		return
 	}
 	f.QueueStart = q.Start
 	if !f.Prefill.ok {
 		f.Queue = figure{q.Seconds, true}
-		return f
+		return
 	}
 	engine := f.Prefill.v - q.Seconds
 	switch {
@@ -59,5 +58,4 @@ func extractSGLang(n *reader, span ptrace.Span, q Queue) Figures {
 	default:
 		n.anomaly("queue_exceeds_prefill")
 	}
-	return f
 }

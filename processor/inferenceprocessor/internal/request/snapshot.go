@@ -289,48 +289,65 @@ func (sn *snapshot) str(i int) string {
 	return ""
 }
 
-// Finish reasons that mean the request did not complete. vLLM writes
-// stop/length/abort/error/repetition, SGLang stop/length/abort, TensorRT-LLM
-// stop/length/timeout/cancelled/not_finished; the rest are successes (or, for
-// not_finished, the context half of a disaggregated request).
-var failures = [...]string{"error", "timeout", "abort", "cancelled"}
+// Finish reasons that mean the request did not complete, most serious
+// first. vLLM writes stop/length/abort/error/repetition, SGLang
+// stop/length/abort, TensorRT-LLM stop/length/timeout/cancelled/not_finished;
+// the rest are successes (or, for not_finished, the context half of a
+// disaggregated request).
+func failureRank(reason string) int {
+	switch reason {
+	case "error":
+		return 4
+	case "timeout":
+		return 3
+	case "abort":
+		return 2
+	case "cancelled":
+		return 1
+	}
+	return 0
+}
 
-// failureOf returns the first failing reason in a finish_reasons value: a
-// JSON string as vLLM, SGLang and TensorRT-LLM write it ('["abort"]'), a bare
-// string, or a string array (semconv's type). Most serious first, for n > 1.
+var failureNames = [...]string{1: "cancelled", 2: "abort", 3: "timeout", 4: "error"}
+
+// failureOf returns the most serious failing reason in a finish_reasons
+// value: a JSON string as vLLM, SGLang and TensorRT-LLM write it
+// ('["abort"]'), a bare string, or a string array (semconv's type). One pass
+// over the quoted words, as this runs on every request span.
 func failureOf(v pcommon.Value) string {
+	best := 0
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
 		s := v.Str()
-		for _, f := range failures {
-			if s == f || containsQuoted(s, f) {
-				return f
+		switch s {
+		case `["stop"]`, `["length"]`:
+			// Most requests, at the cost of one comparison.
+			return ""
+		}
+		if strings.IndexByte(s, '"') < 0 {
+			best = failureRank(s)
+			break
+		}
+		for {
+			i := strings.IndexByte(s, '"')
+			if i < 0 {
+				break
 			}
+			s = s[i+1:]
+			j := strings.IndexByte(s, '"')
+			if j < 0 {
+				break
+			}
+			best = max(best, failureRank(s[:j]))
+			s = s[j+1:]
 		}
 	case pcommon.ValueTypeSlice:
 		sl := v.Slice()
-		for _, f := range failures {
-			for i := 0; i < sl.Len(); i++ {
-				if e := sl.At(i); e.Type() == pcommon.ValueTypeStr && e.Str() == f {
-					return f
-				}
+		for i := 0; i < sl.Len(); i++ {
+			if e := sl.At(i); e.Type() == pcommon.ValueTypeStr {
+				best = max(best, failureRank(e.Str()))
 			}
 		}
 	}
-	return ""
-}
-
-// containsQuoted reports whether s contains word in double quotes.
-func containsQuoted(s, word string) bool {
-	for i := strings.IndexByte(s, '"'); i >= 0 && i+len(word)+1 < len(s); {
-		if s[i+1:i+1+len(word)] == word && s[i+1+len(word)] == '"' {
-			return true
-		}
-		j := strings.IndexByte(s[i+1:], '"')
-		if j < 0 {
-			break
-		}
-		i += 1 + j
-	}
-	return false
+	return failureNames[best]
 }

@@ -17,15 +17,14 @@ import (
 // time_per_token as Rust Debug durations, and only when the request
 // succeeded: a router span without total_time is a request that did not
 // succeed (failed, or abandoned by the client; TGI does not say which).
-func extractTGI(n *reader, span ptrace.Span) Figures {
-	var f Figures
+func extractTGI(n *reader, span ptrace.Span, f *Figures) {
 	// TGI writes no token counts today; read them if a version does.
 	f.In = n.count(kPromptTokens, kInputTokens, false)
 	f.Out = n.count(kCompletionTokens, kOutputTokens, false)
 	if !n.has(kTGITotal) {
 		f.E2E = spanSeconds(span)
 		f.ErrorType = names.ErrorTypeOther
-		return f
+		return
 	}
 	f.E2E = n.duration(kTGITotal, true)
 	f.Queue = n.duration(kTGIQueue, false)
@@ -37,7 +36,6 @@ func extractTGI(n *reader, span ptrace.Span) Figures {
 	if v := n.duration(kTGIValidation, false); v.ok && f.Queue.ok && span.StartTimestamp() != 0 {
 		f.QueueStart = span.StartTimestamp() + pcommon.Timestamp(nanos(v.v))
 	}
-	return f
 }
 
 // tgiAdapter finds adapter_id: Some("name") in TGI's Debug-formatted

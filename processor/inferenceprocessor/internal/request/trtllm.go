@@ -14,8 +14,7 @@ const trtMissing = -1
 
 // extractTRT reads TensorRT-LLM's llm_request span: TTFT, e2e and queue in
 // seconds, no prefill, decode or inference figures, token counts.
-func extractTRT(n *reader, span ptrace.Span) Figures {
-	var f Figures
+func extractTRT(n *reader, span ptrace.Span, f *Figures) {
 	f.TTFT = n.secondsOr(kTTFT, true, trtMissing)
 	f.E2E = n.secondsOr(kE2E, true, trtMissing)
 	f.Queue = n.secondsOr(kQueue, false, trtMissing)
@@ -32,5 +31,4 @@ func extractTRT(n *reader, span ptrace.Span) Figures {
 		// still covers the request when its clock is sound.
 		f.E2E = spanSeconds(span)
 	}
-	return f
 }

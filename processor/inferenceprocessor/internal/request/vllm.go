@@ -19,29 +19,26 @@ import (
 //
 // V0 wrote TTFT, e2e and queue only. The journey-tracing branch's API span
 // writes no latency at all; its api.* events carry the times.
-func extractVLLM(n *reader, span ptrace.Span) Figures {
-	var f Figures
+func extractVLLM(n *reader, span ptrace.Span, f *Figures) {
 	v1 := n.has(kPrefill) || n.has(kDecode) || n.has(kInference)
 	journey := !v1 && !n.has(kE2E) && !n.has(kTTFT)
 	f.In = n.count(kPromptTokens, kInputTokens, !journey)
 	f.Out = n.count(kCompletionTokens, kOutputTokens, !journey)
 	f.Cached = n.cached()
 	if journey {
-		journeyAPI(span, &f)
-		return f
+		journeyAPI(span, f)
+		return
 	}
 	f.E2E = n.seconds(kE2E, true)
 	if f.Out.ok && f.Out.v == 0 {
 		n.drop(kTTFT, kPrefill, kDecode, kInference)
 		f.Queue = n.nonNegative(kQueue)
-		return f
+		return
 	}
 	f.TTFT = n.seconds(kTTFT, true)
 	f.Queue = n.seconds(kQueue, true)
 	f.Prefill = n.seconds(kPrefill, v1)
 	f.Decode = n.seconds(kDecode, v1)
-	f.Inference = n.seconds(kInference, false)
-	return f
 }
 
 // journeyAPI reads the API-layer llm_request span of vLLM's journey-tracing
@@ -73,8 +70,7 @@ func journeyAPI(span ptrace.Span, f *Figures) {
 // Like vLLM's own stats, queue runs to the first SCHEDULED and preemptions
 // stay inside prefill and decode. It carries no token counts; any found
 // are checked like everyone's.
-func journeyCore(n *reader, span ptrace.Span) Figures {
-	var f Figures
+func journeyCore(n *reader, span ptrace.Span, f *Figures) {
 	f.In = n.count(kPromptTokens, kInputTokens, false)
 	f.Out = n.count(kCompletionTokens, kOutputTokens, false)
 	queued, qOK := eventTime(span, "journey.QUEUED")
@@ -105,7 +101,6 @@ func journeyCore(n *reader, span ptrace.Span) Figures {
 			break
 		}
 	}
-	return f
 }
 
 // cached reads prompt tokens served from the prefix cache: SGLang's (and
