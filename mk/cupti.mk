@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # cupti: the CUPTI injection library (native/cupti) and the cupti receiver.
 # `make test` runs `make -C native/cupti test` (no CUDA needed) via test-c.
 
@@ -18,3 +21,24 @@ bench-cupti: $(BENCHSTAT)
 	$(BENCHSTAT) -col /impl $(BENCH_OUT)/cupti.txt
 	$(MAKE) --no-print-directory -C native/cupti bench BENCH_RUNS=$(BENCHCOUNT) | tee $(BENCH_OUT)/cupti-c.txt
 	$(BENCHSTAT) $(BENCH_OUT)/cupti-c.txt
+
+# GPU checks: they need a GPU, PyTorch and a library built for its CUDA
+# major (make native CUPTI_HOME=...). Neither runs in make test; neither has
+# been run on a GPU yet (docs/cupti-receiver.md, "On a GPU").
+GPU_PYTHON ?= python3
+CUPTI_LIB ?= $(firstword $(wildcard native/cupti/build/cuda*/libinferprof_cupti.so))
+
+.PHONY: gpu-check gpu-overhead
+
+## gpu-check: kernel counts and GPU time from the library vs launch counts and
+## cudaEvent timing, eager and in a CUDA graph, in node and graph mode.
+gpu-check:
+	@test -n "$(CUPTI_LIB)" || { echo "gpu-check: build the library first: make native CUPTI_HOME=<your CUDA's extras/CUPTI>"; exit 1; }
+	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py check $(abspath $(CUPTI_LIB))
+
+## gpu-overhead: cost per kernel launch of a decode-like loop, without and
+## with the injection library.
+gpu-overhead:
+	@test -n "$(CUPTI_LIB)" || { echo "gpu-overhead: build the library first: make native CUPTI_HOME=<your CUDA's extras/CUPTI>"; exit 1; }
+	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead
+	CUDA_INJECTION64_PATH=$(abspath $(CUPTI_LIB)) INFERPROF_CUPTI_ENDPOINT=/tmp/inferprof/gpu-overhead.sock $(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead

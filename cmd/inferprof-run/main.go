@@ -194,7 +194,7 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 		set(envCUPTIEndpoint, o.cuptiEndpoint)
 		lib := o.cuptiLib
 		if lib == "" {
-			lib = findFirst(cuptiCandidates(exe), "")
+			lib = selectCUPTI(exe, o.args, vars, set, &p.warnings)
 		}
 		switch {
 		case vars[envInjection] != "" && o.cuptiLib == "":

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cuptiwire
 
 import (
@@ -75,7 +78,7 @@ func TestCEncodedFramesDecode(t *testing.T) {
 		start := uint64(1700000000000000000) + uint64(i)*1000
 		require.Equal(t, Record{
 			Kind: RecordKindKernel, Device: uint16(i % 2), Stream: 7, Start: start, End: start + 100 + uint64(i%3),
-			Name: r.Name, Correlation: uint32(i), GraphID: 9,
+			Name: r.Name, Correlation: uint32(i), GraphID: 9, GraphNode: 1000 + uint64(i),
 		}, r, "record %d", i)
 		require.Equal(t, want[i%3], c.strings[r.Name], "record %d name", i)
 	}
@@ -83,5 +86,13 @@ func TestCEncodedFramesDecode(t *testing.T) {
 	assert.Equal(t, Record{Kind: RecordKindMemset, Sub: 3, Device: 1, Start: 40, End: 45, Bytes: 512}, c.recs[n+1])
 	assert.Equal(t, Record{Kind: RecordKindSync, Sub: 3, Device: DeviceUnknown, Start: 50, End: 80}, c.recs[n+2])
 	require.NotEmpty(t, c.stats)
-	assert.Zero(t, c.stats[len(c.stats)-1].DroppedRecords)
+	last := c.stats[len(c.stats)-1]
+	assert.Zero(t, last.DroppedRecords)
+	assert.Equal(t, uint64(3), last.PoolExhausted)
+	assert.Zero(t, c.hello.Flags)
+	require.NotEmpty(t, c.live)
+	assert.Equal(t, Liveness{LastBufferUnixNS: 1700000000000000001, Launches: 77, BuffersCompleted: 5, FreeBuffers: 6,
+		TotalBuffers: 8, State: LiveEnabled, Resumes: 1, CUPTIVersion: 24}, c.live[len(c.live)-1])
+	require.NotEmpty(t, c.clocks)
+	assert.Equal(t, Clock{OffsetNS: -42, ErrorNS: 300, SampledUnixNS: 1700000000000000002}, c.clocks[len(c.clocks)-1])
 }

@@ -1,6 +1,10 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cuptiwire // import "github.com/inferprof/inferprof/internal/cuptiwire"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +17,8 @@ type Handler interface {
 	String(id uint32, s []byte) error
 	Records(recs []Record) error
 	Stats(s Stats) error
+	Liveness(l Liveness) error
+	Clock(c Clock) error
 }
 
 // Decoder reads one connection's frame stream, checks it and hands the
@@ -115,7 +121,28 @@ func (d *Decoder) frame(t FrameType, p []byte) error {
 		d.defined[id/64] |= 1 << (id % 64)
 		return d.h.String(id, s)
 	case FrameTypeRecords:
-		return d.records(p)
+		return d.records(p, RecordSize)
+	case FrameTypeRecords2:
+		if len(p) < records2Pre {
+			return fmt.Errorf("sized records of %d bytes: %w", len(p), ErrBadPayload)
+		}
+		size := int(binary.LittleEndian.Uint16(p))
+		if size < RecordSize || size > MaxRecordSize || size%8 != 0 {
+			return fmt.Errorf("record size %d: %w", size, ErrBadPayload)
+		}
+		return d.records(p[records2Pre:], size)
+	case FrameTypeLiveness:
+		l, err := ParseLiveness(p)
+		if err != nil {
+			return err
+		}
+		return d.h.Liveness(l)
+	case FrameTypeClock:
+		c, err := ParseClock(p)
+		if err != nil {
+			return err
+		}
+		return d.h.Clock(c)
 	case FrameTypeStats:
 		st, err := ParseStats(p)
 		if err != nil {
@@ -126,17 +153,23 @@ func (d *Decoder) frame(t FrameType, p []byte) error {
 	return fmt.Errorf("frame type %d: %w", t, ErrUnknownFrame)
 }
 
-func (d *Decoder) records(p []byte) error {
-	if len(p)%RecordSize != 0 {
-		return fmt.Errorf("records payload of %d bytes is not a multiple of %d: %w", len(p), RecordSize, ErrBadPayload)
+// records decodes packed records of size bytes each; the first 48 bytes of
+// each are the version-1 fields, a graph node id follows where size allows.
+func (d *Decoder) records(p []byte, size int) error {
+	if len(p)%size != 0 {
+		return fmt.Errorf("records payload of %d bytes is not a multiple of %d: %w", len(p), size, ErrBadPayload)
 	}
-	n := len(p) / RecordSize
+	n := len(p) / size
 	if cap(d.recs) < n {
 		d.recs = make([]Record, n)
 	}
 	recs := d.recs[:n]
 	for i := range recs {
-		r := ParseRecord(p[i*RecordSize:])
+		b := p[i*size:]
+		r := ParseRecord(b)
+		if size >= Record2Size {
+			r.GraphNode = binary.LittleEndian.Uint64(b[RecordSize:])
+		}
 		if r.Kind < RecordKindKernel || r.Kind > RecordKindGraph {
 			return fmt.Errorf("record %d kind %d: %w", i, r.Kind, ErrUnknownRecord)
 		}

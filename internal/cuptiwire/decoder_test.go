@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cuptiwire
 
 import (
@@ -17,6 +20,8 @@ type collect struct {
 	strings map[uint32]string
 	recs    []Record
 	stats   []Stats
+	live    []Liveness
+	clocks  []Clock
 }
 
 func (c *collect) Hello(h Hello) error {
@@ -42,11 +47,23 @@ func (c *collect) Stats(s Stats) error {
 	return nil
 }
 
+func (c *collect) Liveness(l Liveness) error {
+	c.live = append(c.live, l)
+	return nil
+}
+
+func (c *collect) Clock(k Clock) error {
+	c.clocks = append(c.clocks, k)
+	return nil
+}
+
 func kernel(name uint32, start, dur uint64) Record {
 	return Record{Kind: RecordKindKernel, Device: 1, Stream: 7, Start: start, End: start + dur, Name: name, Correlation: 42, GraphID: 3}
 }
 
-func validStream() []byte {
+// v1Stream is what libraries before sized records sent: version-1 records
+// and 24-byte stats.
+func v1Stream() []byte {
 	b := AppendHello(nil, 4242, 1_700_000_000_000_000_000, "gpu-node-1")
 	b = AppendString(b, 1, "void flash::flash_fwd_kernel<128>(Flash_fwd_params)")
 	b = AppendRecords(b, []Record{
@@ -54,13 +71,43 @@ func validStream() []byte {
 		{Kind: RecordKindMemcpy, Sub: 1, Device: 1, Start: 2000, End: 2100, Bytes: 4096},
 		{Kind: RecordKindSync, Sub: 3, Device: DeviceUnknown, Start: 2200, End: 2300},
 	})
-	return AppendStats(b, Stats{DroppedRecords: 3, CUPTIDropped: 1, NamesOverflow: 0})
+	return AppendStatsV1(b, Stats{DroppedRecords: 3, CUPTIDropped: 1, NamesOverflow: 0})
+}
+
+// validStream is what the library sends now.
+func validStream() []byte {
+	b := AppendHelloFlags(nil, 4242, HelloGraphMode, 1_700_000_000_000_000_000, "gpu-node-1")
+	b = AppendString(b, 1, "void flash::flash_fwd_kernel<128>(Flash_fwd_params)")
+	k := kernel(1, 1000, 500)
+	k.GraphNode = 1 << 40
+	b = AppendRecords2(b, []Record{k, {Kind: RecordKindGraph, Device: 1, Start: 1000, End: 3000, GraphID: 3}})
+	b = AppendStats(b, Stats{DroppedRecords: 3, CUPTIDropped: 1, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6})
+	b = AppendLiveness(b, Liveness{LastBufferUnixNS: 9, Launches: 10, BuffersCompleted: 11, FreeBuffers: 7, TotalBuffers: 8, State: LiveEnabled | LiveDisplaced, Resumes: 2, CUPTIVersion: 130000})
+	return AppendClock(b, Clock{OffsetNS: -12345, ErrorNS: 250, SampledUnixNS: 99})
 }
 
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	var c collect
 	d := NewDecoder(bytes.NewReader(validStream()), &c)
+	require.NoError(t, d.Run())
+	assert.Equal(t, uint64(6), d.Frames())
+	assert.Equal(t, HelloGraphMode, c.hello.Flags)
+	require.Len(t, c.recs, 2)
+	want := kernel(1, 1000, 500)
+	want.GraphNode = 1 << 40
+	assert.Equal(t, want, c.recs[0])
+	assert.Equal(t, RecordKindGraph, c.recs[1].Kind)
+	assert.Equal(t, []Stats{{DroppedRecords: 3, CUPTIDropped: 1, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6}}, c.stats)
+	assert.Equal(t, []Liveness{{LastBufferUnixNS: 9, Launches: 10, BuffersCompleted: 11, FreeBuffers: 7, TotalBuffers: 8, State: LiveEnabled | LiveDisplaced, Resumes: 2, CUPTIVersion: 130000}}, c.live)
+	assert.Equal(t, []Clock{{OffsetNS: -12345, ErrorNS: 250, SampledUnixNS: 99}}, c.clocks)
+}
+
+// Frames of libraries built before sized records still decode.
+func TestVersion1FramesDecode(t *testing.T) {
+	t.Parallel()
+	var c collect
+	d := NewDecoder(bytes.NewReader(v1Stream()), &c)
 	require.NoError(t, d.Run())
 	assert.Equal(t, uint64(4), d.Frames())
 	assert.Equal(t, uint32(4242), c.hello.PID)
@@ -109,6 +156,14 @@ func TestBadInput(t *testing.T) {
 		{"string id zero", AppendString(append([]byte(nil), hello...), 0, "x"), ErrStringIDBounds},
 		{"string id too large", AppendString(append([]byte(nil), hello...), MaxStringID, "x"), ErrStringIDBounds},
 		{"stats wrong size", append(AppendHeader(append([]byte(nil), hello...), FrameTypeStats, 8), make([]byte, 8)...), ErrBadPayload},
+		{"stats between versions", append(AppendHeader(append([]byte(nil), hello...), FrameTypeStats, 32), make([]byte, 32)...), ErrBadPayload},
+		{"sized records without size", append(AppendHeader(append([]byte(nil), withName...), FrameTypeRecords2, 2), 0, 0), ErrBadPayload},
+		{"record size under 48", sized(withName, 40, 40), ErrBadPayload},
+		{"record size not whole words", sized(withName, 60, 60), ErrBadPayload},
+		{"record size over limit", sized(withName, 264, 264), ErrBadPayload},
+		{"sized records not a multiple", sized(withName, 56, 60), ErrBadPayload},
+		{"liveness too short", append(AppendHeader(append([]byte(nil), hello...), FrameTypeLiveness, 40), make([]byte, 40)...), ErrBadPayload},
+		{"clock too short", append(AppendHeader(append([]byte(nil), hello...), FrameTypeClock, 16), make([]byte, 16)...), ErrBadPayload},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +172,15 @@ func TestBadInput(t *testing.T) {
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
+}
+
+// sized builds a records frame of type 5 with record size size and n bytes
+// of (zero) records after the size prefix.
+func sized(prefix []byte, size uint16, n int) []byte {
+	b := AppendHeader(append([]byte(nil), prefix...), FrameTypeRecords2, 4+n)
+	b = binary.LittleEndian.AppendUint16(b, size)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	return append(b, make([]byte, n)...)
 }
 
 func TestCleanEOFBetweenFrames(t *testing.T) {
@@ -166,11 +230,41 @@ func (nopHandler) Hello(Hello) error           { return nil }
 func (nopHandler) String(uint32, []byte) error { return nil }
 func (nopHandler) Records([]Record) error      { return nil }
 func (nopHandler) Stats(Stats) error           { return nil }
+func (nopHandler) Liveness(Liveness) error     { return nil }
+func (nopHandler) Clock(Clock) error           { return nil }
+
+// A newer library's longer records and counters decode with the fields known
+// here; the rest is skipped.
+func TestLongerRecordsAndCountersDecode(t *testing.T) {
+	t.Parallel()
+	b := AppendString(AppendHello(nil, 1, 0, "h"), 1, "k")
+	const size = 64
+	b = AppendHeader(b, FrameTypeRecords2, 4+2*size)
+	b = binary.LittleEndian.AppendUint16(b, size)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	for i := range 2 {
+		r := kernel(1, uint64(i)*10, 5)
+		b = AppendRecord(b, &r)
+		b = binary.LittleEndian.AppendUint64(b, uint64(100+i)) // graph node
+		b = binary.LittleEndian.AppendUint64(b, 0xdeadbeef)    // a field from the future
+	}
+	b = AppendHeader(b, FrameTypeStats, 64)
+	for i := range 8 {
+		b = binary.LittleEndian.AppendUint64(b, uint64(i+1))
+	}
+	var c collect
+	require.NoError(t, NewDecoder(bytes.NewReader(b), &c).Run())
+	require.Len(t, c.recs, 2)
+	assert.Equal(t, uint64(101), c.recs[1].GraphNode)
+	assert.Equal(t, uint64(10), c.recs[1].Start)
+	assert.Equal(t, Stats{DroppedRecords: 1, CUPTIDropped: 2, NamesOverflow: 3, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6}, c.stats[0])
+}
 
 // FuzzDecoder feeds arbitrary bytes to the decoder: it must return an error
 // or nil, never panic, and never hand a kernel with an undefined name on.
 func FuzzDecoder(f *testing.F) {
 	f.Add(validStream())
+	f.Add(v1Stream())
 	f.Add(AppendHello(nil, 1, 0, ""))
 	f.Add(AppendRecords(AppendString(AppendHello(nil, 1, 0, "h"), 3, "k"), []Record{kernel(3, 1, 2), kernel(4, 1, 2)}))
 	f.Add([]byte("IPCU\x01\x03\x00\x00\xff\xff\xff\xff"))
@@ -208,4 +302,6 @@ func (c *checking) Records(recs []Record) error {
 	}
 	return nil
 }
-func (c *checking) Stats(Stats) error { return nil }
+func (c *checking) Stats(Stats) error       { return nil }
+func (c *checking) Liveness(Liveness) error { return nil }
+func (c *checking) Clock(Clock) error       { return nil }

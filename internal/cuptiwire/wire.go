@@ -1,7 +1,10 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cuptiwire encodes and decodes the binary stream that the inferprof
 // CUPTI injection library (native/cupti) writes to the cupti receiver. The
-// format is specified in docs/cupti-wire.md; native/cupti/ipc_wire.h is its C
-// twin and the two are tested against each other.
+// format is specified in docs/cupti-wire.md; native/cupti/ipc_client.c is its
+// C twin and the two are tested against each other.
 package cuptiwire // import "github.com/inferprof/inferprof/internal/cuptiwire"
 
 import (
@@ -20,13 +23,20 @@ const Version uint8 = 1
 // corrupt length can never make the reader allocate without bound.
 const (
 	HeaderSize    = 12
-	RecordSize    = 48
+	RecordSize    = 48 // version-1 records (frame type 3), and the prefix of every sized record
+	Record2Size   = 56 // the sized records this package writes: v1 fields, then the graph node id
+	MaxRecordSize = 256
 	MaxPayload    = 1 << 20
 	MaxStringLen  = 4096
 	MaxStringID   = 1 << 16 // string ids are 1..MaxStringID-1
 	MaxHostLen    = 255
 	helloFixedLen = 4 + 4 + 8 + 2
-	statsLen      = 3 * 8
+	statsV1Len    = 3 * 8
+	statsLen      = 6 * 8
+	maxStatsLen   = 32 * 8
+	livenessLen   = 48
+	clockLen      = 24
+	records2Pre   = 4 // u16 record size, u16 reserved
 )
 
 // FrameType says what a frame's payload holds.
@@ -34,10 +44,28 @@ type FrameType uint8
 
 // Frame types.
 const (
-	FrameTypeHello   FrameType = 1 // first frame of a connection: who is talking
-	FrameTypeString  FrameType = 2 // defines one interned string (a kernel name)
-	FrameTypeRecords FrameType = 3 // a packed array of 48-byte records
-	FrameTypeStats   FrameType = 4 // the library's cumulative drop counters
+	FrameTypeHello    FrameType = 1 // first frame of a connection: who is talking
+	FrameTypeString   FrameType = 2 // defines one interned string (a kernel name)
+	FrameTypeRecords  FrameType = 3 // a packed array of 48-byte records
+	FrameTypeStats    FrameType = 4 // the library's cumulative drop counters
+	FrameTypeRecords2 FrameType = 5 // records with a size prefix: v1 fields first, newer fields after
+	FrameTypeLiveness FrameType = 6 // whether CUPTI still delivers to the library
+	FrameTypeClock    FrameType = 7 // the CUPTI-to-Unix clock offset and its error
+)
+
+// Hello flags say how the library records.
+const (
+	HelloGraphMode   uint32 = 1 << 0 // kernels inside CUDA graphs come as whole-graph records only
+	HelloRateLimited uint32 = 1 << 1 // token buckets drop some kernel records
+	HelloDutyCycle   uint32 = 1 << 2 // activity is recorded only part of the time
+	HelloMultiSub    uint32 = 1 << 3 // CUPTI multi-subscriber mode
+)
+
+// Liveness state bits.
+const (
+	LiveEnabled   uint32 = 1 << 0 // the library's activity kinds are enabled
+	LiveDisplaced uint32 = 1 << 1 // launches continue but no buffer reaches the library
+	LiveDutyOff   uint32 = 1 << 2 // in the off part of the duty cycle
 )
 
 // RecordKind says what activity a record describes.
@@ -99,7 +127,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Length > MaxPayload {
 		return h, fmt.Errorf("frame length %d > %d: %w", h.Length, MaxPayload, ErrFrameTooLarge)
 	}
-	if h.Type < FrameTypeHello || h.Type > FrameTypeStats {
+	if h.Type < FrameTypeHello || h.Type > FrameTypeClock {
 		return h, fmt.Errorf("frame type %d: %w", h.Type, ErrUnknownFrame)
 	}
 	return h, nil
@@ -149,20 +177,80 @@ func ParseString(p []byte) (id uint32, s []byte, err error) {
 
 // Stats are the library's cumulative counters since it loaded.
 type Stats struct {
-	DroppedRecords uint64 // records the library dropped: collector absent or slow
-	CUPTIDropped   uint64 // records CUPTI itself dropped for lack of buffers
-	NamesOverflow  uint64 // kernels reported under the overflow name because the name table was full
+	DroppedRecords  uint64 // records the library dropped: collector absent or slow
+	CUPTIDropped    uint64 // records CUPTI itself dropped for lack of buffers
+	NamesOverflow   uint64 // kernels reported under the overflow name because the name table was full
+	PoolExhausted   uint64 // buffer requests the library's pool could not serve
+	OverflowDropped uint64 // records CUPTI wrote into the overflow buffer, dropped
+	RateLimited     uint64 // kernel records the token buckets dropped
 }
 
-// ParseStats decodes a stats payload.
+// ParseStats decodes a stats payload: 24 bytes from older libraries, 48 or
+// more (whole uint64s; fields this package does not know are skipped) now.
 func ParseStats(p []byte) (Stats, error) {
-	if len(p) != statsLen {
+	if len(p) != statsV1Len && (len(p) < statsLen || len(p) > maxStatsLen || len(p)%8 != 0) {
 		return Stats{}, fmt.Errorf("stats of %d bytes: %w", len(p), ErrBadPayload)
 	}
-	return Stats{
+	s := Stats{
 		DroppedRecords: binary.LittleEndian.Uint64(p),
 		CUPTIDropped:   binary.LittleEndian.Uint64(p[8:]),
 		NamesOverflow:  binary.LittleEndian.Uint64(p[16:]),
+	}
+	if len(p) >= statsLen {
+		s.PoolExhausted = binary.LittleEndian.Uint64(p[24:])
+		s.OverflowDropped = binary.LittleEndian.Uint64(p[32:])
+		s.RateLimited = binary.LittleEndian.Uint64(p[40:])
+	}
+	return s, nil
+}
+
+// Liveness tells a quiet engine from a stream another profiler took over.
+type Liveness struct {
+	LastBufferUnixNS uint64 // when CUPTI last completed a buffer to the library; 0 never
+	Launches         uint64 // kernel and graph launches the library's callbacks saw
+	BuffersCompleted uint64
+	FreeBuffers      uint32
+	TotalBuffers     uint32
+	State            uint32 // Live* bits
+	Resumes          uint32 // times the library took CUPTI back from another profiler
+	CUPTIVersion     uint32 // cuptiGetVersion
+}
+
+// ParseLiveness decodes a liveness payload; a longer one from a newer
+// library is read for the fields known here.
+func ParseLiveness(p []byte) (Liveness, error) {
+	if len(p) < livenessLen || len(p) > maxStatsLen {
+		return Liveness{}, fmt.Errorf("liveness of %d bytes: %w", len(p), ErrBadPayload)
+	}
+	return Liveness{
+		LastBufferUnixNS: binary.LittleEndian.Uint64(p),
+		Launches:         binary.LittleEndian.Uint64(p[8:]),
+		BuffersCompleted: binary.LittleEndian.Uint64(p[16:]),
+		FreeBuffers:      binary.LittleEndian.Uint32(p[24:]),
+		TotalBuffers:     binary.LittleEndian.Uint32(p[28:]),
+		State:            binary.LittleEndian.Uint32(p[32:]),
+		Resumes:          binary.LittleEndian.Uint32(p[36:]),
+		CUPTIVersion:     binary.LittleEndian.Uint32(p[40:]),
+	}, nil
+}
+
+// Clock is the offset the library maps CUPTI time to Unix time with:
+// Unix = CUPTI + OffsetNS, known to within ErrorNS.
+type Clock struct {
+	OffsetNS      int64
+	ErrorNS       uint64
+	SampledUnixNS uint64
+}
+
+// ParseClock decodes a clock payload.
+func ParseClock(p []byte) (Clock, error) {
+	if len(p) < clockLen || len(p) > maxStatsLen {
+		return Clock{}, fmt.Errorf("clock of %d bytes: %w", len(p), ErrBadPayload)
+	}
+	return Clock{
+		OffsetNS:      int64(binary.LittleEndian.Uint64(p)),
+		ErrorNS:       binary.LittleEndian.Uint64(p[8:]),
+		SampledUnixNS: binary.LittleEndian.Uint64(p[16:]),
 	}, nil
 }
 
@@ -179,6 +267,7 @@ type Record struct {
 	Correlation uint32
 	Bytes       uint64
 	GraphID     uint32
+	GraphNode   uint64 // CUDA graph node id; 0 if none or from a version-1 record
 }
 
 // ParseRecord decodes one 48-byte record without checking it.
@@ -207,12 +296,17 @@ func AppendHeader(dst []byte, t FrameType, length int) []byte {
 
 // AppendHello appends a whole hello frame.
 func AppendHello(dst []byte, pid uint32, startUnixNS uint64, host string) []byte {
+	return AppendHelloFlags(dst, pid, 0, startUnixNS, host)
+}
+
+// AppendHelloFlags appends a whole hello frame with Hello* flags.
+func AppendHelloFlags(dst []byte, pid, flags uint32, startUnixNS uint64, host string) []byte {
 	if len(host) > MaxHostLen {
 		host = host[:MaxHostLen]
 	}
 	dst = AppendHeader(dst, FrameTypeHello, helloFixedLen+len(host))
 	dst = binary.LittleEndian.AppendUint32(dst, pid)
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, flags)
 	dst = binary.LittleEndian.AppendUint64(dst, startUnixNS)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(host)))
 	return append(dst, host...)
@@ -232,12 +326,53 @@ func AppendString(dst []byte, id uint32, s string) []byte {
 // AppendStats appends a whole stats frame.
 func AppendStats(dst []byte, s Stats) []byte {
 	dst = AppendHeader(dst, FrameTypeStats, statsLen)
+	for _, v := range [...]uint64{s.DroppedRecords, s.CUPTIDropped, s.NamesOverflow, s.PoolExhausted, s.OverflowDropped, s.RateLimited} {
+		dst = binary.LittleEndian.AppendUint64(dst, v)
+	}
+	return dst
+}
+
+// AppendStatsV1 appends the 24-byte stats frame older libraries send.
+func AppendStatsV1(dst []byte, s Stats) []byte {
+	dst = AppendHeader(dst, FrameTypeStats, statsV1Len)
 	dst = binary.LittleEndian.AppendUint64(dst, s.DroppedRecords)
 	dst = binary.LittleEndian.AppendUint64(dst, s.CUPTIDropped)
 	return binary.LittleEndian.AppendUint64(dst, s.NamesOverflow)
 }
 
-// AppendRecords appends one records frame holding recs.
+// AppendLiveness appends a whole liveness frame.
+func AppendLiveness(dst []byte, l Liveness) []byte {
+	dst = AppendHeader(dst, FrameTypeLiveness, livenessLen)
+	dst = binary.LittleEndian.AppendUint64(dst, l.LastBufferUnixNS)
+	dst = binary.LittleEndian.AppendUint64(dst, l.Launches)
+	dst = binary.LittleEndian.AppendUint64(dst, l.BuffersCompleted)
+	for _, v := range [...]uint32{l.FreeBuffers, l.TotalBuffers, l.State, l.Resumes, l.CUPTIVersion, 0} {
+		dst = binary.LittleEndian.AppendUint32(dst, v)
+	}
+	return dst
+}
+
+// AppendClock appends a whole clock frame.
+func AppendClock(dst []byte, c Clock) []byte {
+	dst = AppendHeader(dst, FrameTypeClock, clockLen)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(c.OffsetNS))
+	dst = binary.LittleEndian.AppendUint64(dst, c.ErrorNS)
+	return binary.LittleEndian.AppendUint64(dst, c.SampledUnixNS)
+}
+
+// AppendRecords2 appends one sized records frame (type 5) holding recs.
+func AppendRecords2(dst []byte, recs []Record) []byte {
+	dst = AppendHeader(dst, FrameTypeRecords2, records2Pre+len(recs)*Record2Size)
+	dst = binary.LittleEndian.AppendUint16(dst, Record2Size)
+	dst = binary.LittleEndian.AppendUint16(dst, 0)
+	for i := range recs {
+		dst = AppendRecord(dst, &recs[i])
+		dst = binary.LittleEndian.AppendUint64(dst, recs[i].GraphNode)
+	}
+	return dst
+}
+
+// AppendRecords appends one version-1 records frame holding recs.
 func AppendRecords(dst []byte, recs []Record) []byte {
 	dst = AppendHeader(dst, FrameTypeRecords, len(recs)*RecordSize)
 	for i := range recs {

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* cupti_inject.c: the thin CUPTI layer of libinferprof_cupti.so.
  *
  * The CUDA driver loads this library when CUDA_INJECTION64_PATH names it and
@@ -5,17 +8,23 @@
  * activity records, turns them into ipc_record and hands them to ipc_client,
  * which streams them to the collector's cupti receiver without blocking.
  *
- * Built only where CUPTI headers exist (see Makefile `lib`); everything it
- * relies on for encoding and transport is in ipc_client.c and tested there.
- *
  * Rules (docs/cupti-receiver.md, "Injection library"):
  *  - never block or crash the engine: failures log, count, and return;
- *  - fixed buffers: a preallocated pool; when empty CUPTI drops and counts;
+ *  - never hand CUPTI a NULL buffer where that crashes it (API < 27, see
+ *    pytorch/kineto libkineto/src/CuptiActivityApi.cpp
+ *    kCuptiBufferRejectionMinVersion): an overflow buffer takes the records,
+ *    which are dropped and counted;
  *  - our lock is never held while calling CUPTI;
- *  - no CUDA calls at teardown: atexit only disables and unsubscribes. */
+ *  - at exit: stop and join the flush thread (bounded), force a flush, send
+ *    once more, disable; a forked child makes no CUPTI call at all. */
 #define _GNU_SOURCE
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+#include <cupti_version.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -26,21 +35,13 @@
 #include <unistd.h>
 
 #include "ipc_client.h"
+#include "layouts.h"
+#include "limits.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* Record layouts: the oldest versions that carry every field we read. CUPTI
- * only appends fields in newer versions, so these prefixes stay valid on
- * CUDA 11.x to 13.x. Override at build time if a toolkit drops one. */
-#ifndef INFERPROF_KERNEL_T
-#define INFERPROF_KERNEL_T CUpti_ActivityKernel5
-#endif
-#ifndef INFERPROF_MEMCPY_T
-#define INFERPROF_MEMCPY_T CUpti_ActivityMemcpy4
-#endif
-#ifndef INFERPROF_MEMSET_T
-#define INFERPROF_MEMSET_T CUpti_ActivityMemset3
-#endif
+/* CUPTI below this API version crashes on a NULL buffer (CUDA 12.9 is 27). */
+#define CUPTI_REJECT_MIN_VERSION 27u
 
 static int debug_on;
 
@@ -54,32 +55,40 @@ static void logf_(const char *level, const char *fmt, ...) {
 }
 
 #define LOG_WARN(...) logf_("warn", __VA_ARGS__)
-#define LOG_DEBUG(...)                   \
-  do {                                   \
+#define LOG_DEBUG(...)                         \
+  do {                                         \
     if (debug_on) logf_("debug", __VA_ARGS__); \
   } while (0)
 
-/* CUPTI_CALL logs the call and its result; it never aborts. */
-#define CUPTI_CALL(call)                                                        \
-  ({                                                                            \
-    CUptiResult _r = (call);                                                    \
-    if (_r != CUPTI_SUCCESS) {                                                  \
-      const char *_s = "?";                                                     \
-      cuptiGetResultString(_r, &_s);                                            \
-      LOG_WARN("%s -> %d (%s)", #call, (int)_r, _s);                            \
-    } else {                                                                    \
-      LOG_DEBUG("%s -> ok", #call);                                             \
-    }                                                                           \
-    _r;                                                                         \
+/* CUPTI_CALL logs a failed call and returns its result; it never aborts. */
+#define CUPTI_CALL(call)                                             \
+  ({                                                                 \
+    CUptiResult _r = (call);                                         \
+    if (_r != CUPTI_SUCCESS) {                                       \
+      const char *_s = "?";                                          \
+      cuptiGetResultString(_r, &_s);                                 \
+      LOG_WARN("%s -> %d (%s)", #call, (int)_r, _s);                 \
+    } else {                                                         \
+      LOG_DEBUG("%s -> ok", #call);                                  \
+    }                                                                \
+    _r;                                                              \
   })
 
-/* Configuration, from INFERPROF_* environment variables. */
+enum { KIND_KERNEL = 1, KIND_MEMCPY = 2, KIND_MEMSET = 4, KIND_SYNC = 8 };
+
+/* Configuration, from INFERPROF_* environment variables
+ * (docs/cupti-receiver.md has the table). */
 static struct {
   char endpoint[108];
   long flush_ms;
   long buffers;
   long buffer_kb;
   int graph_mode;
+  unsigned kinds;
+  double rate, graph_rate; /* launches/s per thread; 0 = every launch */
+  duty duty;
+  long resume_ms; /* 0 = never take CUPTI back from another profiler */
+  long exit_ms;
 } cfg;
 
 static long env_long(const char *name, long def, long lo, long hi) {
@@ -94,6 +103,25 @@ static long env_long(const char *name, long def, long lo, long hi) {
   return x;
 }
 
+static unsigned parse_kinds(const char *v) {
+  const unsigned all = KIND_KERNEL | KIND_MEMCPY | KIND_MEMSET | KIND_SYNC;
+  if (v == NULL || *v == '\0' || strcmp(v, "all") == 0) return all;
+  unsigned k = 0;
+  char buf[128];
+  snprintf(buf, sizeof(buf), "%s", v);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (strcmp(t, "kernel") == 0) k |= KIND_KERNEL;
+    else if (strcmp(t, "memcpy") == 0) k |= KIND_MEMCPY;
+    else if (strcmp(t, "memset") == 0) k |= KIND_MEMSET;
+    else if (strcmp(t, "sync") == 0) k |= KIND_SYNC;
+    else {
+      LOG_WARN("INFERPROF_CUPTI_KINDS=%s: unknown kind %s (kernel, memcpy, memset, sync, all); using all", v, t);
+      return all;
+    }
+  }
+  return k;
+}
+
 static void load_config(void) {
   debug_on = getenv("INFERPROF_CUPTI_DEBUG") && strcmp(getenv("INFERPROF_CUPTI_DEBUG"), "1") == 0;
   const char *ep = getenv("INFERPROF_CUPTI_ENDPOINT");
@@ -105,7 +133,8 @@ static void load_config(void) {
   strcpy(cfg.endpoint, ep);
   cfg.flush_ms = env_long("INFERPROF_CUPTI_FLUSH_MS", 200, 10, 10000);
   cfg.buffers = env_long("INFERPROF_CUPTI_BUFFERS", 8, 2, 64);
-  cfg.buffer_kb = env_long("INFERPROF_CUPTI_BUFFER_KB", 128, 16, 4096);
+  /* NVIDIA recommends 1 to 10 MB per buffer (CUPTI guide, Activity API). */
+  cfg.buffer_kb = env_long("INFERPROF_CUPTI_BUFFER_KB", 2048, 1024, 10240);
   const char *gm = getenv("INFERPROF_CUPTI_GRAPH_MODE");
   cfg.graph_mode = 0;
   if (gm && strcmp(gm, "graph") == 0) {
@@ -113,16 +142,60 @@ static void load_config(void) {
   } else if (gm && *gm && strcmp(gm, "node") != 0) {
     LOG_WARN("INFERPROF_CUPTI_GRAPH_MODE=%s is not node or graph; using node", gm);
   }
+  cfg.kinds = parse_kinds(getenv("INFERPROF_CUPTI_KINDS"));
+  if (!(cfg.kinds & KIND_KERNEL)) LOG_WARN("INFERPROF_CUPTI_KINDS has no kernel: only copies, memsets and syncs are recorded");
+  cfg.rate = (double)env_long("INFERPROF_CUPTI_RATE_LIMIT", 0, 0, 1000000);
+  cfg.graph_rate = (double)env_long("INFERPROF_CUPTI_GRAPH_RATE_LIMIT", 0, 0, 1000000);
+  const char *dc = getenv("INFERPROF_CUPTI_DUTY_CYCLE");
+  if (duty_parse(dc, &cfg.duty) != 0)
+    LOG_WARN("INFERPROF_CUPTI_DUTY_CYCLE=%s is not ON_MS/PERIOD_MS with 0 < ON <= PERIOD and PERIOD >= 100; always on", dc);
+  cfg.resume_ms = env_long("INFERPROF_CUPTI_RESUME_MS", 300000, 0, 86400000);
+  cfg.exit_ms = env_long("INFERPROF_CUPTI_EXIT_MS", 500, 0, 10000);
 }
 
-/* The buffer pool: cfg.buffers buffers, a bit per free buffer. */
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static uint64_t realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+static uint64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+/* ---- state ---- */
+
+static uint32_t cupti_version;
+static int can_reject; /* CUPTI accepts a NULL buffer */
+static _Atomic int forked_child;
+static _Atomic int stopping;
+static int active; /* init succeeded */
+
+static pthread_mutex_t client_mu = PTHREAD_MUTEX_INITIALIZER;
+static ipc_client client;
+
+static _Atomic int64_t clock_offset_ns; /* Unix ns minus CUPTI ns */
+static _Atomic uint64_t cupti_dropped, pool_exhausted, overflow_dropped, rate_limited;
+static _Atomic uint64_t launches, buffers_requested, buffers_completed, last_buffer_unix;
+static _Atomic uint32_t resumes;
+static _Atomic int displaced, duty_off;
+
+/* ---- buffers ---- */
+
 static uint8_t *pool;
 static size_t pool_buf_size;
 static _Atomic uint64_t pool_free;
-static _Atomic uint64_t pool_exhausted;
+
+/* The overflow buffers take records when the pool is empty and CUPTI cannot
+ * be refused. Their records are counted and dropped. When both are out, the
+ * first is lent again: CUPTI then writes two streams into it, which is
+ * harmless because nothing in it is read but the record count. */
+#define OVERFLOW_SLOTS 2
+#define OVERFLOW_SIZE (1u << 20)
+static uint8_t *overflow;
+static _Atomic int overflow_users[OVERFLOW_SLOTS];
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
   *max_records = 0;
+  atomic_fetch_add(&buffers_requested, 1);
   uint64_t f = atomic_load(&pool_free);
   while (f != 0) {
     int i = __builtin_ctzll(f);
@@ -132,10 +205,32 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
       return;
     }
   }
-  /* No buffer: CUPTI drops these records and counts them for us. */
   atomic_fetch_add(&pool_exhausted, 1);
-  *buffer = NULL;
-  *size = 0;
+  if (can_reject) {
+    /* CUPTI >= 27 drops these records and counts them for us. */
+    *buffer = NULL;
+    *size = 0;
+    return;
+  }
+  int slot = 0;
+  for (int i = 0; i < OVERFLOW_SLOTS; i++) {
+    int zero = 0;
+    if (atomic_compare_exchange_strong(&overflow_users[i], &zero, 1)) {
+      slot = i + 1;
+      break;
+    }
+  }
+  if (slot == 0) {
+    atomic_fetch_add(&overflow_users[0], 1);
+    slot = 1;
+  }
+  *buffer = overflow + (size_t)(slot - 1) * OVERFLOW_SIZE;
+  *size = OVERFLOW_SIZE;
+}
+
+static int overflow_slot(const uint8_t *b) {
+  if (overflow == NULL || b < overflow || b >= overflow + OVERFLOW_SLOTS * (size_t)OVERFLOW_SIZE) return -1;
+  return (int)((size_t)(b - overflow) / OVERFLOW_SIZE);
 }
 
 static void release_buffer(uint8_t *b) {
@@ -144,11 +239,7 @@ static void release_buffer(uint8_t *b) {
   atomic_fetch_or(&pool_free, 1ull << i);
 }
 
-static pthread_mutex_t client_mu = PTHREAD_MUTEX_INITIALIZER;
-static ipc_client client;
-static int64_t clock_offset_ns; /* Unix ns minus CUPTI ns */
-static _Atomic uint64_t cupti_dropped;
-static _Atomic int stopping;
+/* ---- records ---- */
 
 /* Context id to device, learned from kernel and copy records, so that sync
  * records (which carry only a context) get a device. */
@@ -156,8 +247,7 @@ static _Atomic int stopping;
 static _Atomic uint64_t ctx_dev[CTX_SLOTS]; /* (context id << 16) | device, 0 = empty */
 
 static void learn_ctx(uint32_t ctx, uint32_t dev) {
-  uint64_t v = ((uint64_t)ctx << 16) | (dev & 0xFFFFu);
-  atomic_store(&ctx_dev[ctx % CTX_SLOTS], v);
+  atomic_store(&ctx_dev[ctx % CTX_SLOTS], ((uint64_t)ctx << 16) | (dev & 0xFFFFu));
 }
 
 static uint16_t ctx_device(uint32_t ctx) {
@@ -165,157 +255,410 @@ static uint16_t ctx_device(uint32_t ctx) {
   return v != 0 && (uint32_t)(v >> 16) == ctx ? (uint16_t)(v & 0xFFFFu) : IPC_DEVICE_UNKNOWN;
 }
 
-static uint64_t unix_ns(uint64_t cupti_ns) { return (uint64_t)((int64_t)cupti_ns + clock_offset_ns); }
+static corr_table *sampled; /* launches that took a token; NULL: no rate limit */
 
-/* convert fills r from a CUPTI record; it returns 0 for kinds we skip. */
+/* convert fills r from a CUPTI record; it returns 0 for records we skip. */
 static int convert(const CUpti_Activity *a, ipc_record *r) {
   memset(r, 0, sizeof(*r));
   switch (a->kind) {
   case CUPTI_ACTIVITY_KIND_KERNEL:
-  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-    const INFERPROF_KERNEL_T *k = (const INFERPROF_KERNEL_T *)a;
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     r->kind = IPC_KIND_KERNEL;
-    r->device = (uint16_t)k->deviceId;
-    r->stream = k->streamId;
-    r->start = k->start;
-    r->end = k->end;
-    r->name = k->name;
-    r->correlation = k->correlationId;
-    r->graph_id = k->graphId;
-    learn_ctx(k->contextId, k->deviceId);
+    r->device = (uint16_t)rd32(a, LK_DEVICE);
+    r->stream = rd32(a, LK_STREAM);
+    r->start = rd64(a, LK_START);
+    r->end = rd64(a, LK_END);
+    r->name = rdptr(a, LK_NAME);
+    r->correlation = rd32(a, LK_CORRELATION);
+    r->graph_id = rd32(a, LK_GRAPH);
+    r->graph_node = rd64(a, LK_GRAPH_NODE);
+    learn_ctx(rd32(a, LK_CONTEXT), rd32(a, LK_DEVICE));
+    if (sampled && !corr_has(sampled, r->correlation)) {
+      atomic_fetch_add_explicit(&rate_limited, 1, memory_order_relaxed);
+      return 0;
+    }
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMCPY: {
-    const INFERPROF_MEMCPY_T *m = (const INFERPROF_MEMCPY_T *)a;
-    r->kind = IPC_KIND_MEMCPY;
-    r->sub = m->copyKind;
-    r->device = (uint16_t)m->deviceId;
-    r->stream = m->streamId;
-    r->start = m->start;
-    r->end = m->end;
-    r->bytes = m->bytes;
-    r->correlation = m->correlationId;
-    r->graph_id = m->graphId;
-    learn_ctx(m->contextId, m->deviceId);
+  case CUPTI_ACTIVITY_KIND_MEMCPY:
+  case CUPTI_ACTIVITY_KIND_MEMSET:
+    r->kind = a->kind == CUPTI_ACTIVITY_KIND_MEMCPY ? IPC_KIND_MEMCPY : IPC_KIND_MEMSET;
+    r->sub = a->kind == CUPTI_ACTIVITY_KIND_MEMCPY ? ((const uint8_t *)a)[LM_KIND_BYTE] : (uint8_t)rd16(a, LS_KIND_BYTE);
+    r->device = (uint16_t)rd32(a, LM_DEVICE);
+    r->stream = rd32(a, LM_STREAM);
+    r->start = rd64(a, LM_START);
+    r->end = rd64(a, LM_END);
+    r->bytes = rd64(a, LM_BYTES);
+    r->correlation = rd32(a, LM_CORRELATION);
+    r->graph_id = rd32(a, LM_GRAPH);
+    r->graph_node = rd64(a, LM_GRAPH_NODE);
+    learn_ctx(rd32(a, LM_CONTEXT), rd32(a, LM_DEVICE));
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMSET: {
-    const INFERPROF_MEMSET_T *m = (const INFERPROF_MEMSET_T *)a;
-    r->kind = IPC_KIND_MEMSET;
-    r->sub = (uint8_t)m->memoryKind;
-    r->device = (uint16_t)m->deviceId;
-    r->stream = m->streamId;
-    r->start = m->start;
-    r->end = m->end;
-    r->bytes = m->bytes;
-    r->correlation = m->correlationId;
-    r->graph_id = m->graphId;
-    break;
-  }
-  case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-    const CUpti_ActivitySynchronization *s = (const CUpti_ActivitySynchronization *)a;
+  case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
     r->kind = IPC_KIND_SYNC;
-    r->sub = (uint8_t)s->type;
-    r->device = ctx_device(s->contextId);
-    r->stream = s->streamId;
-    r->start = s->start;
-    r->end = s->end;
-    r->correlation = s->correlationId;
+    r->sub = (uint8_t)rd32(a, LY_TYPE);
+    r->device = ctx_device(rd32(a, LY_CONTEXT));
+    r->stream = rd32(a, LY_STREAM);
+    r->start = rd64(a, LY_START);
+    r->end = rd64(a, LY_END);
+    r->correlation = rd32(a, LY_CORRELATION);
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
-    const CUpti_ActivityGraphTrace *g = (const CUpti_ActivityGraphTrace *)a;
+  case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
     r->kind = IPC_KIND_GRAPH;
-    r->device = (uint16_t)g->deviceId;
-    r->stream = g->streamId;
-    r->start = g->start;
-    r->end = g->end;
-    r->correlation = g->correlationId;
-    r->graph_id = g->graphId;
+    r->device = (uint16_t)rd32(a, LG_DEVICE);
+    r->stream = rd32(a, LG_STREAM);
+    r->start = rd64(a, LG_START);
+    r->end = rd64(a, LG_END);
+    r->correlation = rd32(a, LG_CORRELATION);
+    r->graph_id = rd32(a, LG_GRAPH);
     break;
-  }
   default:
     return 0;
   }
   /* Incomplete records carry zero or reversed timestamps; skip them. */
   if (r->start == 0 || r->end < r->start) return 0;
-  r->start = unix_ns(r->start);
-  r->end = unix_ns(r->end);
+  int64_t off = atomic_load_explicit(&clock_offset_ns, memory_order_relaxed);
+  r->start = (uint64_t)((int64_t)r->start + off);
+  r->end = (uint64_t)((int64_t)r->end + off);
   return 1;
 }
 
 static void add_batch(const ipc_record *recs, int n) {
   pthread_mutex_lock(&client_mu);
-  for (int i = 0; i < n; i++) ipc_client_add(&client, &recs[i]);
+  if (!atomic_load(&forked_child))
+    for (int i = 0; i < n; i++) ipc_client_add(&client, &recs[i]);
   pthread_mutex_unlock(&client_mu);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid) {
   (void)size;
-  enum { BATCH = 256 };
-  ipc_record batch[BATCH];
-  int n = 0;
-  CUpti_Activity *a = NULL;
-  /* Records are converted without our lock; the lock covers only encoding. */
-  while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
-    if (convert(a, &batch[n])) n++;
-    if (n == BATCH) {
-      add_batch(batch, n);
-      n = 0;
-    }
+  if (atomic_load(&forked_child)) { /* no CUPTI calls in a forked child */
+    release_buffer(buffer);
+    return;
   }
-  if (n > 0) add_batch(batch, n);
+  atomic_store(&last_buffer_unix, realtime_ns());
+  atomic_fetch_add(&buffers_completed, 1);
+  CUpti_Activity *a = NULL;
+  int ov = overflow_slot(buffer);
+  if (ov >= 0) {
+    uint64_t n = 0;
+    while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) n++;
+    atomic_fetch_add(&overflow_dropped, n);
+    atomic_fetch_sub(&overflow_users[ov], 1);
+  } else {
+    enum { BATCH = 256 };
+    ipc_record batch[BATCH];
+    int n = 0;
+    /* Records are converted without our lock; the lock covers only encoding. */
+    while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
+      if (convert(a, &batch[n])) n++;
+      if (n == BATCH) {
+        add_batch(batch, n);
+        n = 0;
+      }
+    }
+    if (n > 0) add_batch(batch, n);
+  }
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped > 0)
     atomic_fetch_add(&cupti_dropped, dropped);
   release_buffer(buffer);
 }
 
+/* ---- callbacks: launches, context teardown ---- */
+
 static CUpti_SubscriberHandle subscriber;
+static __thread token_bucket eager_tb, graph_tb;
+static __thread int tb_ready;
+
+static int is_graph_launch(CUpti_CallbackDomain d, CUpti_CallbackId id) {
+  if (d == CUPTI_CB_DOMAIN_DRIVER_API)
+    return id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
+  return id == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 || id == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
+}
 
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                  const void *data) {
   (void)userdata;
-  (void)data;
-  /* Flush at context destroy: the last records of a context would be lost
-   * otherwise, and this is the last safe moment to ask CUPTI for them. */
-  if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+  if (atomic_load_explicit(&forked_child, memory_order_relaxed)) return;
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    /* The last records of a context would be lost otherwise, and this is
+     * the last safe moment to ask CUPTI for them. */
+    if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    return;
+  }
+  const CUpti_CallbackData *cb = data;
+  if (cb == NULL || cb->callbackSite != CUPTI_API_ENTER) return;
+  atomic_fetch_add_explicit(&launches, 1, memory_order_relaxed);
+  if (sampled == NULL) return;
+  if (!tb_ready) {
+    tb_init(&eager_tb, cfg.rate);
+    tb_init(&graph_tb, cfg.graph_rate);
+    tb_ready = 1;
+  }
+  token_bucket *b = is_graph_launch(domain, cbid) ? &graph_tb : &eager_tb;
+  if (tb_take(b, mono_ns())) corr_add(sampled, cb->correlationId);
+}
+
+static const struct {
+  CUpti_CallbackDomain domain;
+  CUpti_CallbackId id;
+} launch_cbids[] = {
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000},
+};
+
+/* ---- activity kinds ---- */
+
+static CUpti_ActivityKind kinds[6];
+static int nkinds;
+
+/* enable_kinds enables what cfg asks for and checks every result. It
+ * returns 0 when kernel activity (the reason we are here) is off. */
+static int enable_kinds(void) {
+  nkinds = 0;
+  if (cfg.kinds & KIND_KERNEL) {
+    if (CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) {
+      LOG_WARN("kernel activity could not be enabled; the library stays off in this process");
+      return 0;
+    }
+    kinds[nkinds++] = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    if (cfg.graph_mode) {
+      /* GRAPH_TRACE turns per-kernel records inside graphs off (CUPTI 11.7
+       * Update 1 release notes): graph mode reports whole graph launches. */
+      if (CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) == CUPTI_SUCCESS) {
+        kinds[nkinds++] = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+      } else {
+        LOG_WARN("graph trace could not be enabled; falling back to node mode (kernels inside graphs one by one)");
+        cfg.graph_mode = 0;
+      }
+    }
+  }
+  static const struct {
+    unsigned bit;
+    CUpti_ActivityKind kind;
+    const char *name;
+  } rest[] = {{KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy"},
+              {KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMSET, "memset"},
+              {KIND_SYNC, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "sync"}};
+  for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++) {
+    if (!(cfg.kinds & rest[i].bit)) continue;
+    if (CUPTI_CALL(cuptiActivityEnable(rest[i].kind)) == CUPTI_SUCCESS) {
+      kinds[nkinds++] = rest[i].kind;
+    } else {
+      LOG_WARN("%s activity could not be enabled; it is not recorded", rest[i].name);
+    }
+  }
+  return nkinds > 0;
+}
+
+static void disable_kinds(void) {
+  for (int i = 0; i < nkinds; i++) CUPTI_CALL(cuptiActivityDisable(kinds[i]));
+}
+
+static void reenable_kinds(void) {
+  for (int i = 0; i < nkinds; i++) CUPTI_CALL(cuptiActivityEnable(kinds[i]));
+}
+
+/* ---- clock ---- */
+
+/* sample_clock takes a few realtime/CUPTI/realtime triples and keeps the
+ * tightest: the offset is known to within half its realtime gap. NTP moves
+ * CLOCK_REALTIME, so this runs again every second from the flush thread. */
+static void sample_clock(ipc_clock *out) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 5; i++) {
+    uint64_t c = 0;
+    uint64_t t1 = realtime_ns();
+    if (cuptiGetTimestamp(&c) != CUPTI_SUCCESS) return;
+    uint64_t t2 = realtime_ns();
+    if (t2 < t1 || t2 - t1 >= best) continue;
+    best = t2 - t1;
+    out->offset_ns = (int64_t)(t1 + best / 2) - (int64_t)c;
+    out->error_ns = best / 2 + 1;
+    out->sampled_unix_ns = t2;
+  }
+  if (best != UINT64_MAX) atomic_store(&clock_offset_ns, out->offset_ns);
+}
+
+/* ---- flush thread ---- */
+
+static pthread_t flusher;
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv;
+static _Atomic int flusher_done;
+
+static uint32_t free_buffers(void) { return (uint32_t)__builtin_popcountll(atomic_load(&pool_free)); }
+
+/* watch_displacement tells a quiet engine from one whose records go to
+ * another profiler: launches keep coming through our callbacks but CUPTI
+ * neither asks us for buffers nor completes any. After resume_ms of that it
+ * takes CUPTI back (register our callbacks, enable our kinds). */
+static void watch_displacement(uint64_t now_ms) {
+  static uint64_t since_ms, last_launches, last_activity;
+  uint64_t l = atomic_load(&launches);
+  uint64_t act = atomic_load(&buffers_requested) + atomic_load(&buffers_completed);
+  uint64_t window = (uint64_t)(cfg.flush_ms * 10 > 2000 ? cfg.flush_ms * 10 : 2000);
+  if (act != last_activity || l == last_launches || atomic_load(&duty_off)) {
+    since_ms = now_ms;
+    last_activity = act;
+    last_launches = l;
+    if (atomic_exchange(&displaced, 0)) LOG_WARN("activity records reach the library again");
+    return;
+  }
+  uint64_t quiet = now_ms - since_ms;
+  if (quiet >= window && !atomic_exchange(&displaced, 1))
+    LOG_WARN("kernels are launched but no activity buffer reached the library for %llu ms: "
+             "another profiler (torch.profiler, nsys) has taken CUPTI's activity callbacks",
+             (unsigned long long)quiet);
+  if (cfg.resume_ms > 0 && atomic_load(&displaced) && quiet >= window + (uint64_t)cfg.resume_ms) {
+    LOG_WARN("taking CUPTI activity back after %ld ms", cfg.resume_ms);
+    if (CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) == CUPTI_SUCCESS) {
+      reenable_kinds();
+      atomic_fetch_add(&resumes, 1);
+    }
+    since_ms = now_ms;
+    last_launches = l;
+  }
+}
+
+static void update_duty(uint64_t now_ms) {
+  int on = duty_on(&cfg.duty, now_ms);
+  int off = atomic_load(&duty_off);
+  if (on && off) {
+    reenable_kinds();
+    atomic_store(&duty_off, 0);
+  } else if (!on && !off) {
+    disable_kinds();
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    atomic_store(&duty_off, 1);
+  }
+}
+
+static void publish(ipc_clock *clk) {
+  pthread_mutex_lock(&client_mu);
+  client.stats.cupti_dropped = atomic_load(&cupti_dropped);
+  client.stats.pool_exhausted = atomic_load(&pool_exhausted);
+  client.stats.overflow_dropped = atomic_load(&overflow_dropped);
+  client.stats.rate_limited = atomic_load(&rate_limited);
+  ipc_liveness *l = &client.live;
+  l->last_buffer_unix_ns = atomic_load(&last_buffer_unix);
+  l->launches = atomic_load(&launches);
+  l->buffers_completed = atomic_load(&buffers_completed);
+  l->free_buffers = free_buffers();
+  l->total_buffers = (uint32_t)cfg.buffers;
+  l->state = (atomic_load(&duty_off) ? IPC_LIVE_DUTY_OFF : IPC_LIVE_ENABLED) |
+             (atomic_load(&displaced) ? IPC_LIVE_DISPLACED : 0);
+  l->resumes = atomic_load(&resumes);
+  l->cupti_version = cupti_version;
+  if (clk && clk->sampled_unix_ns) client.clock = *clk;
+  pthread_mutex_unlock(&client_mu);
 }
 
 static void *flush_thread(void *arg) {
   (void)arg;
-  struct timespec ts = {.tv_sec = cfg.flush_ms / 1000, .tv_nsec = (cfg.flush_ms % 1000) * 1000000L};
+  uint64_t start = mono_ns() / 1000000, last_clock = 0;
+  ipc_clock clk = {0};
+  pthread_mutex_lock(&stop_mu);
   while (!atomic_load(&stopping)) {
-    nanosleep(&ts, NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)cfg.flush_ms * 1000000ull;
+    ts.tv_sec += (time_t)(ns / 1000000000ull);
+    ts.tv_nsec = (long)(ns % 1000000000ull);
+    pthread_cond_timedwait(&stop_cv, &stop_mu, &ts);
     if (atomic_load(&stopping)) break;
+    pthread_mutex_unlock(&stop_mu);
+    uint64_t now_ms = mono_ns() / 1000000 - start;
+    update_duty(now_ms);
     cuptiActivityFlushAll(0); /* delivers completed buffers to buffer_completed */
+    if (now_ms - last_clock >= 1000 || last_clock == 0) {
+      sample_clock(&clk);
+      last_clock = now_ms ? now_ms : 1;
+    }
+    watch_displacement(now_ms);
+    publish(&clk);
     pthread_mutex_lock(&client_mu);
-    client.stats.cupti_dropped = atomic_load(&cupti_dropped);
     ipc_client_flush(&client);
     pthread_mutex_unlock(&client_mu);
+    pthread_mutex_lock(&stop_mu);
   }
+  pthread_mutex_unlock(&stop_mu);
+  atomic_store(&flusher_done, 1);
   return NULL;
 }
 
-static CUpti_ActivityKind kinds[5];
-static int nkinds;
+/* ---- exit and fork ---- */
 
-static void on_exit_disable(void) {
-  /* No CUDA calls and no waiting on the collector: the driver may already
-   * be tearing down. Stop the flush thread's loop and let the process go. */
+/* last_send flushes until the socket took everything or the deadline passed;
+ * the collector gets whole frames or nothing. */
+static void last_send(uint64_t deadline_ns) {
+  publish(NULL);
+  pthread_mutex_lock(&client_mu);
+  ipc_client_status(&client);
+  ipc_client_flush(&client);
+  while (ipc_client_connected(&client) && client.pending_off < client.pending_len && mono_ns() < deadline_ns) {
+    struct pollfd p = {.fd = client.fd, .events = POLLOUT};
+    if (poll(&p, 1, 10) > 0) ipc_client_flush(&client);
+  }
+  pthread_mutex_unlock(&client_mu);
+}
+
+static void on_exit_handler(void) {
+  if (!active || atomic_load(&forked_child)) return; /* a child makes no CUPTI call */
+  active = 0;
+  uint64_t deadline = mono_ns() + (uint64_t)cfg.exit_ms * 1000000ull;
+  pthread_mutex_lock(&stop_mu);
   atomic_store(&stopping, 1);
-  for (int i = 0; i < nkinds; i++) cuptiActivityDisable(kinds[i]);
+  pthread_cond_signal(&stop_cv);
+  pthread_mutex_unlock(&stop_mu);
+  int joined = 0;
+  while (mono_ns() < deadline) {
+    if (atomic_load(&flusher_done)) {
+      pthread_join(flusher, NULL);
+      joined = 1;
+      break;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (!joined) {
+    /* The flush thread is stuck inside CUPTI; a second CUPTI call from here
+     * could wait on the same lock for ever. Send what we have and go. */
+    LOG_WARN("flush thread did not stop within %ld ms; skipping the final CUPTI flush", cfg.exit_ms);
+    if (pthread_mutex_trylock(&client_mu) == 0) {
+      ipc_client_flush(&client);
+      pthread_mutex_unlock(&client_mu);
+    }
+    return;
+  }
+  /* Records still in CUPTI's buffers: force them out, then send them. */
+  CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  last_send(deadline);
+  disable_kinds();
   if (subscriber) cuptiUnsubscribe(subscriber);
   subscriber = NULL;
 }
 
-static uint64_t realtime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+static void atfork_prepare(void) { pthread_mutex_lock(&client_mu); }
+static void atfork_parent(void) { pthread_mutex_unlock(&client_mu); }
+static void atfork_child(void) {
+  /* The child's copy of the socket belongs to the parent's stream, and its
+   * CUPTI state is the parent's: close the one, never touch the other. */
+  atomic_store(&forked_child, 1);
+  ipc_client_drop_fd(&client);
+  pthread_mutex_unlock(&client_mu);
 }
+
+/* ---- init ---- */
 
 static int init(void) {
   load_config();
@@ -324,6 +667,8 @@ static int init(void) {
     LOG_DEBUG("disabled by INFERPROF_CUPTI_DISABLE");
     return 0;
   }
+  if (CUPTI_CALL(cuptiGetVersion(&cupti_version)) != CUPTI_SUCCESS) cupti_version = 0;
+  can_reject = cupti_version >= CUPTI_REJECT_MIN_VERSION;
   /* One subscriber only on CUDA <= 13.2: torch.profiler or nsys may hold
    * it. Then we back off and the engine runs as if we were not here. */
   CUptiResult r = CUPTI_CALL(cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_callback, NULL));
@@ -336,54 +681,68 @@ static int init(void) {
     subscriber = NULL;
     return 0;
   }
-  CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+  int cb_ok = CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                             CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)) == CUPTI_SUCCESS;
+  for (size_t i = 0; i < sizeof(launch_cbids) / sizeof(launch_cbids[0]); i++)
+    if (CUPTI_CALL(cuptiEnableCallback(1, subscriber, launch_cbids[i].domain, launch_cbids[i].id)) != CUPTI_SUCCESS)
+      cb_ok = 0;
+  if (!cb_ok) LOG_WARN("some callbacks could not be enabled: launch counts and rate limits may miss launches");
 
   pool_buf_size = (size_t)cfg.buffer_kb * 1024;
   if (posix_memalign((void **)&pool, 8, pool_buf_size * (size_t)cfg.buffers) != 0) {
     LOG_WARN("cannot allocate %ld activity buffers", cfg.buffers);
+    pool = NULL;
     goto fail;
   }
   atomic_store(&pool_free, cfg.buffers == 64 ? ~0ull : (1ull << cfg.buffers) - 1);
+  if (!can_reject && posix_memalign((void **)&overflow, 8, (size_t)OVERFLOW_SLOTS * OVERFLOW_SIZE) != 0) {
+    LOG_WARN("cannot allocate the overflow buffers");
+    overflow = NULL;
+    goto fail;
+  }
+  if (cfg.rate > 0 || cfg.graph_rate > 0) {
+    sampled = calloc(1, sizeof(*sampled));
+    if (sampled == NULL) goto fail;
+  }
 
-  uint64_t cupti_now = 0;
-  if (CUPTI_CALL(cuptiGetTimestamp(&cupti_now)) != CUPTI_SUCCESS) goto fail;
-  uint64_t wall = realtime_ns();
-  clock_offset_ns = (int64_t)(wall - cupti_now);
-
+  ipc_clock clk = {0};
+  sample_clock(&clk);
+  if (clk.sampled_unix_ns == 0) {
+    LOG_WARN("cuptiGetTimestamp failed; cannot map CUPTI time to wall time");
+    goto fail;
+  }
   char host[IPC_MAX_HOST + 1] = {0};
   gethostname(host, IPC_MAX_HOST);
-  if (ipc_client_init(&client, cfg.endpoint, (uint32_t)getpid(), host, wall, NULL) != 0) {
+  if (ipc_client_init(&client, cfg.endpoint, (uint32_t)getpid(), host, clk.sampled_unix_ns, NULL) != 0) {
     LOG_WARN("cannot set up the collector client for %s", cfg.endpoint);
     goto fail;
   }
-  if (CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) goto fail;
+  client.clock = clk;
+  if (CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) goto fail_client;
+  if (!enable_kinds()) goto fail_client;
+  client.hello_flags = (cfg.graph_mode ? IPC_HELLO_GRAPH_MODE : 0) | (sampled ? IPC_HELLO_RATE_LIMITED : 0) |
+                       (cfg.duty.period_ms ? IPC_HELLO_DUTY_CYCLE : 0);
 
-  kinds[nkinds++] = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  kinds[nkinds++] = CUPTI_ACTIVITY_KIND_MEMCPY;
-  kinds[nkinds++] = CUPTI_ACTIVITY_KIND_MEMSET;
-  kinds[nkinds++] = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  if (cfg.graph_mode) kinds[nkinds++] = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
-  for (int i = 0; i < nkinds; i++) {
-    if (CUPTI_CALL(cuptiActivityEnable(kinds[i])) != CUPTI_SUCCESS && i == 0) goto fail;
-  }
-
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, flush_thread, NULL) != 0) {
-    pthread_attr_destroy(&attr);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&stop_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&flusher, NULL, flush_thread, NULL) != 0) {
     LOG_WARN("cannot start the flush thread");
-    goto fail;
+    goto fail_client;
   }
-  pthread_attr_destroy(&attr);
-  atexit(on_exit_disable);
-  LOG_DEBUG("streaming to %s every %ld ms, %ld x %ld KiB buffers, %s mode", cfg.endpoint, cfg.flush_ms,
-            cfg.buffers, cfg.buffer_kb, cfg.graph_mode ? "graph" : "node");
+  active = 1;
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  atexit(on_exit_handler);
+  LOG_DEBUG("CUPTI %u; streaming to %s every %ld ms, %ld x %ld KiB buffers, %s mode", cupti_version, cfg.endpoint,
+            cfg.flush_ms, cfg.buffers, cfg.buffer_kb, cfg.graph_mode ? "graph" : "node");
   return 1;
 
+fail_client:
+  ipc_client_close(&client);
 fail:
-  for (int i = 0; i < nkinds; i++) cuptiActivityDisable(kinds[i]);
+  disable_kinds();
   nkinds = 0;
   if (subscriber) cuptiUnsubscribe(subscriber);
   subscriber = NULL;

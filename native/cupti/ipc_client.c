@@ -191,7 +191,7 @@ static long send_nb(ipc_client *c, const uint8_t *p, size_t n) {
 static void close_records_frame(ipc_client *c) {
   if (c->rec_hdr < 0) return;
   size_t payload = c->len - (size_t)c->rec_hdr - IPC_HEADER_SIZE;
-  put_header(c->buf + c->rec_hdr, IPC_FRAME_RECORDS, (uint32_t)payload);
+  put_header(c->buf + c->rec_hdr, IPC_FRAME_RECORDS2, (uint32_t)payload);
   c->rec_hdr = -1;
 }
 
@@ -213,22 +213,49 @@ static size_t hello_frame(ipc_client *c, uint8_t *p) {
   size_t hl = strlen(c->host);
   put_header(p, IPC_FRAME_HELLO, (uint32_t)(18 + hl));
   put32(p + 12, c->pid);
-  put32(p + 16, 0);
+  put32(p + 16, c->hello_flags);
   put64(p + 20, c->start_unix_ns);
   put16(p + 28, (uint16_t)hl);
   memcpy(p + 30, c->host, hl);
   return IPC_HEADER_SIZE + 18 + hl;
 }
 
-static void append_stats(ipc_client *c) {
-  if (c->len + IPC_HEADER_SIZE + 24 > IPC_BUF_SIZE) return;
+/* append_stats queues the cumulative counters, then liveness and the clock
+ * offset (docs/cupti-wire.md, frames 4, 6 and 7). */
+static int append_stats(ipc_client *c) {
+  size_t need = 3 * IPC_HEADER_SIZE + IPC_STATS_SIZE + IPC_LIVENESS_SIZE + IPC_CLOCK_SIZE;
+  if (c->len + need > IPC_BUF_SIZE) return 0; /* next flush: the batch is full */
+  close_records_frame(c);
   uint8_t *p = c->buf + c->len;
-  put_header(p, IPC_FRAME_STATS, 24);
+  put_header(p, IPC_FRAME_STATS, IPC_STATS_SIZE);
   put64(p + 12, c->stats.dropped_records);
   put64(p + 20, c->stats.cupti_dropped);
   put64(p + 28, c->stats.names_overflow);
-  c->len += IPC_HEADER_SIZE + 24;
+  put64(p + 36, c->stats.pool_exhausted);
+  put64(p + 44, c->stats.overflow_dropped);
+  put64(p + 52, c->stats.rate_limited);
+  p += IPC_HEADER_SIZE + IPC_STATS_SIZE;
+  const ipc_liveness *l = &c->live;
+  put_header(p, IPC_FRAME_LIVENESS, IPC_LIVENESS_SIZE);
+  put64(p + 12, l->last_buffer_unix_ns);
+  put64(p + 20, l->launches);
+  put64(p + 28, l->buffers_completed);
+  put32(p + 36, l->free_buffers);
+  put32(p + 40, l->total_buffers);
+  put32(p + 44, l->state);
+  put32(p + 48, l->resumes);
+  put32(p + 52, l->cupti_version);
+  put32(p + 56, 0);
+  p += IPC_HEADER_SIZE + IPC_LIVENESS_SIZE;
+  put_header(p, IPC_FRAME_CLOCK, IPC_CLOCK_SIZE);
+  put64(p + 12, (uint64_t)c->clock.offset_ns);
+  put64(p + 20, c->clock.error_ns);
+  put64(p + 28, c->clock.sampled_unix_ns);
+  c->len += need;
+  return 1;
 }
+
+void ipc_client_status(ipc_client *c) { c->last_stats_ms = c->now_ms() - STATS_EVERY_MS; }
 
 void ipc_client_flush(ipc_client *c) {
   close_records_frame(c);
@@ -274,10 +301,7 @@ void ipc_client_flush(ipc_client *c) {
     c->hello_sent = 1;
   }
   uint64_t now = c->now_ms();
-  if (now - c->last_stats_ms >= STATS_EVERY_MS) {
-    append_stats(c);
-    c->last_stats_ms = now;
-  }
+  if (now - c->last_stats_ms >= STATS_EVERY_MS && append_stats(c)) c->last_stats_ms = now;
   if (c->len == 0) return;
   long w = send_nb(c, c->buf, c->len);
   if (w < 0) {
@@ -313,7 +337,7 @@ void ipc_client_add(ipc_client *c, const ipc_record *r) {
     ipc_name *nm = &c->names[idx];
     if (nm->sent_gen != c->gen) {
       /* Define the name before the first record that uses it. */
-      size_t need = IPC_HEADER_SIZE + 6 + nm->len + IPC_HEADER_SIZE + IPC_RECORD_SIZE;
+      size_t need = IPC_HEADER_SIZE + 6 + nm->len + IPC_HEADER_SIZE + IPC_RECORDS2_PREFIX + IPC_RECORD2_SIZE;
       if (c->len + need > IPC_BUF_SIZE) ipc_client_flush(c);
       if (c->fd < 0) {
         c->stats.dropped_records++;
@@ -331,7 +355,7 @@ void ipc_client_add(ipc_client *c, const ipc_record *r) {
     }
     id = idx + 1;
   }
-  if (c->len + IPC_HEADER_SIZE + IPC_RECORD_SIZE > IPC_BUF_SIZE) {
+  if (c->len + IPC_HEADER_SIZE + IPC_RECORDS2_PREFIX + IPC_RECORD2_SIZE > IPC_BUF_SIZE) {
     ipc_client_flush(c);
     if (c->fd < 0) {
       c->stats.dropped_records++;
@@ -344,7 +368,9 @@ void ipc_client_add(ipc_client *c, const ipc_record *r) {
   }
   if (c->rec_hdr < 0) {
     c->rec_hdr = (long)c->len;
-    c->len += IPC_HEADER_SIZE;
+    put16(c->buf + c->len + IPC_HEADER_SIZE, IPC_RECORD2_SIZE);
+    put16(c->buf + c->len + IPC_HEADER_SIZE + 2, 0);
+    c->len += IPC_HEADER_SIZE + IPC_RECORDS2_PREFIX;
   }
   uint8_t *p = c->buf + c->len;
   p[0] = r->kind;
@@ -358,8 +384,16 @@ void ipc_client_add(ipc_client *c, const ipc_record *r) {
   put64(p + 32, r->bytes);
   put32(p + 40, r->graph_id);
   put32(p + 44, 0);
-  c->len += IPC_RECORD_SIZE;
+  put64(p + 48, r->graph_node);
+  c->len += IPC_RECORD2_SIZE;
   c->batch_records++;
+}
+
+void ipc_client_drop_fd(ipc_client *c) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  c->pending_len = c->pending_off = 0;
+  reset_batch(c);
 }
 
 void ipc_client_close(ipc_client *c) {

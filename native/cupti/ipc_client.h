@@ -13,7 +13,9 @@
 #define IPC_MAGIC 0x55435049u /* "IPCU" little-endian */
 #define IPC_VERSION 1
 #define IPC_HEADER_SIZE 12
-#define IPC_RECORD_SIZE 48
+#define IPC_RECORD_SIZE 48     /* version-1 records (frame type 3) */
+#define IPC_RECORD2_SIZE 56    /* sized records (frame type 5) this library writes */
+#define IPC_RECORDS2_PREFIX 4  /* u16 record size, u16 reserved */
 #define IPC_MAX_STRING 4096
 #define IPC_MAX_HOST 255
 
@@ -22,7 +24,25 @@ enum ipc_frame_type {
   IPC_FRAME_STRING = 2,
   IPC_FRAME_RECORDS = 3,
   IPC_FRAME_STATS = 4,
+  IPC_FRAME_RECORDS2 = 5, /* records with a size prefix; v1 fields first */
+  IPC_FRAME_LIVENESS = 6,
+  IPC_FRAME_CLOCK = 7,
 };
+
+#define IPC_STATS_SIZE 48
+#define IPC_LIVENESS_SIZE 48
+#define IPC_CLOCK_SIZE 24
+
+/* Hello flags: how the library records, so the receiver can say so. */
+#define IPC_HELLO_GRAPH_MODE 0x1u   /* graph records only for kernels inside graphs */
+#define IPC_HELLO_RATE_LIMITED 0x2u /* token buckets drop some kernel records */
+#define IPC_HELLO_DUTY_CYCLE 0x4u   /* activity is on only part of the time */
+#define IPC_HELLO_MULTI_SUB 0x8u    /* CUPTI multi-subscriber mode */
+
+/* Liveness state bits. */
+#define IPC_LIVE_ENABLED 0x1u   /* our activity kinds are enabled */
+#define IPC_LIVE_DISPLACED 0x2u /* launches continue but no buffer reaches us */
+#define IPC_LIVE_DUTY_OFF 0x4u  /* in the off part of the duty cycle */
 
 enum ipc_record_kind {
   IPC_KIND_KERNEL = 1,
@@ -52,6 +72,7 @@ typedef struct ipc_record {
   uint32_t correlation;
   uint64_t bytes;
   uint32_t graph_id;
+  uint64_t graph_node; /* CUDA graph node id, 0 if none */
 } ipc_record;
 
 typedef struct ipc_stats {
@@ -61,7 +82,29 @@ typedef struct ipc_stats {
   uint64_t names_overflow;  /* kernels reported under the overflow name */
   uint64_t connects;
   uint64_t connect_failures;
+  uint64_t pool_exhausted;   /* buffer requests the pool could not serve */
+  uint64_t overflow_dropped; /* records written to the overflow buffer, dropped */
+  uint64_t rate_limited;     /* kernel records the token buckets dropped */
 } ipc_stats;
+
+/* Liveness: what the receiver needs to tell a quiet engine from a stream
+ * another profiler took over. Set by the CUPTI layer, sent with stats. */
+typedef struct ipc_liveness {
+  uint64_t last_buffer_unix_ns; /* last buffer CUPTI completed to us, 0 = never */
+  uint64_t launches;            /* kernel and graph launches seen by our callbacks */
+  uint64_t buffers_completed;
+  uint32_t free_buffers, total_buffers;
+  uint32_t state; /* IPC_LIVE_* */
+  uint32_t resumes;
+  uint32_t cupti_version; /* cuptiGetVersion */
+} ipc_liveness;
+
+/* Clock: Unix ns = CUPTI ns + offset, known to within +- error. */
+typedef struct ipc_clock {
+  int64_t offset_ns;
+  uint64_t error_ns;
+  uint64_t sampled_unix_ns; /* 0 = not sampled yet */
+} ipc_clock;
 
 typedef uint64_t (*ipc_clock_fn)(void); /* monotonic milliseconds */
 
@@ -79,6 +122,7 @@ typedef struct ipc_client {
   int fd;
   uint32_t gen; /* bumped at each new connection */
   int hello_sent;
+  uint32_t hello_flags;
   uint64_t next_connect_ms;
   uint64_t backoff_ms;
   uint64_t last_stats_ms;
@@ -110,6 +154,8 @@ typedef struct ipc_client {
   uint32_t overflow_id;
 
   ipc_stats stats;
+  ipc_liveness live;
+  ipc_clock clock;
 } ipc_client;
 
 /* ipc_client_init allocates every buffer once. path is the collector's
@@ -128,6 +174,14 @@ void ipc_client_flush(ipc_client *c);
 
 /* ipc_client_close flushes once more without waiting and frees everything. */
 void ipc_client_close(ipc_client *c);
+
+/* ipc_client_drop_fd closes the socket without sending anything: for a
+ * forked child, whose copy of the connection belongs to its parent. */
+void ipc_client_drop_fd(ipc_client *c);
+
+/* ipc_client_status queues stats, liveness and clock frames now instead of
+ * at the next once-a-second point (the last send at exit). */
+void ipc_client_status(ipc_client *c);
 
 /* ipc_client_connected reports whether a connection is open. */
 int ipc_client_connected(const ipc_client *c);

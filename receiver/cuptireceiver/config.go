@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cuptireceiver // import "github.com/inferprof/inferprof/receiver/cuptireceiver"
 
 import (
@@ -33,6 +36,10 @@ type Config struct {
 	TopKernels int `mapstructure:"top_kernels"`
 	// MaxConnections bounds concurrent engine connections. Default 256.
 	MaxConnections int `mapstructure:"max_connections"`
+	// QuietAfter is how long an engine may keep launching kernels without
+	// CUPTI completing a buffer before the stream counts as quiet (a warning
+	// and otelcol_receiver_cupti_quiet_streams). Default 30s.
+	QuietAfter time.Duration `mapstructure:"quiet_after"`
 	// KernelCategories are extra rules tried before the built-in table.
 	KernelCategories []CategoryRule `mapstructure:"kernel_categories"`
 	// Spans emits sampled kernel executions as spans, for timelines, when
@@ -49,7 +56,11 @@ type KinetoConfig struct {
 	// VLLM_TORCH_PROFILER_DIR). Each file is read once, after its size and
 	// modification time held still for one interval. Empty disables it.
 	Directory string `mapstructure:"directory"`
-	_         struct{}
+	// Storage names a storage extension (for example file_storage) that
+	// keeps which files were read, so a restart does not count them twice.
+	// Without it, files already in the folder at start are read again.
+	Storage *component.ID `mapstructure:"storage"`
+	_       struct{}
 }
 
 // SpansConfig configures optional kernel spans.
@@ -80,6 +91,7 @@ func createDefaultConfig() component.Config {
 		CollectionInterval:   10 * time.Second,
 		TopKernels:           30,
 		MaxConnections:       256,
+		QuietAfter:           30 * time.Second,
 		Spans:                SpansConfig{SamplingRatio: 0.001, MaxPerInterval: 1000},
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 	}
@@ -99,6 +111,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TopKernels < 0 || c.TopKernels > 10000 {
 		errs = append(errs, fmt.Errorf("top_kernels %d: must be between 0 and 10000", c.TopKernels))
+	}
+	if c.QuietAfter <= 0 {
+		errs = append(errs, fmt.Errorf("quiet_after %s: must be positive", c.QuietAfter))
+	}
+	if c.Kineto.Storage != nil && c.Kineto.Directory == "" {
+		errs = append(errs, errors.New("kineto.storage is set but kineto.directory is empty"))
 	}
 	if c.MaxConnections <= 0 {
 		errs = append(errs, fmt.Errorf("max_connections %d: must be positive", c.MaxConnections))

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cuptireceiver // import "github.com/inferprof/inferprof/receiver/cuptireceiver"
 
 import (
@@ -17,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/receiver"
 	"go.uber.org/zap"
@@ -58,6 +62,7 @@ type cuptiReceiver struct {
 	conns       map[net.Conn]struct{}
 	stopping    bool
 	files       map[string]fileState // Kineto files seen, by path
+	store       storage.Client       // kineto.storage; nil without it
 	lastRec     uint64               // aggregator record count at the last flush
 	lastDrop    uint64
 	shutOnce    sync.Once
@@ -113,6 +118,9 @@ func (r *cuptiReceiver) Start(_ context.Context, host component.Host) error {
 	r.mu.Unlock()
 	r.host = host
 	r.enableSpans()
+	if err := r.openKinetoStorage(context.Background(), host); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	if r.cfg.Endpoint != "" {
@@ -182,7 +190,7 @@ func (r *cuptiReceiver) accept(ctx context.Context) {
 }
 
 func (r *cuptiReceiver) serve(ctx context.Context, conn net.Conn) {
-	h := &connHandler{agg: r.agg, tb: r.tb, ctx: ctx}
+	h := &connHandler{agg: r.agg, tb: r.tb, ctx: ctx, log: r.badLog, now: r.now, quietAfter: r.cfg.QuietAfter}
 	defer func() {
 		r.mu.Lock()
 		delete(r.conns, conn)
@@ -229,10 +237,18 @@ type connHandler struct {
 	kernels []uint32 // string id → series index
 	cache   *aggregate.Cache
 	stats   cuptiwire.Stats
+
+	log         *zap.Logger
+	now         func() time.Time
+	quietAfter  time.Duration
+	live        cuptiwire.Liveness
+	progress    time.Time // when CUPTI last completed a buffer to the library, by our clock
+	quiet       bool
+	clockWarned bool
 }
 
 func (h *connHandler) Hello(hl cuptiwire.Hello) error {
-	h.src = aggregate.Source{Kind: aggregate.SourceKindCUPTI, Host: string(hl.Host), PID: hl.PID}
+	h.src = aggregate.Source{Kind: aggregate.SourceKindCUPTI, Host: string(hl.Host), PID: hl.PID, Flags: hl.Flags}
 	idx, ok := h.agg.Source(h.src)
 	if !ok {
 		return fmt.Errorf("pid %d: %w", hl.PID, errSourcesFull)
@@ -265,7 +281,60 @@ func (h *connHandler) Stats(s cuptiwire.Stats) error {
 	if d := s.CUPTIDropped - h.stats.CUPTIDropped; s.CUPTIDropped > h.stats.CUPTIDropped && h.tb != nil {
 		h.tb.ReceiverCuptiCuptiDroppedRecords.Add(h.ctx, int64(d))
 	}
+	if d := s.PoolExhausted - h.stats.PoolExhausted; s.PoolExhausted > h.stats.PoolExhausted && h.tb != nil {
+		h.tb.ReceiverCuptiPoolExhausted.Add(h.ctx, int64(d))
+	}
+	if d := s.OverflowDropped - h.stats.OverflowDropped; s.OverflowDropped > h.stats.OverflowDropped && h.tb != nil {
+		h.tb.ReceiverCuptiOverflowDroppedRecords.Add(h.ctx, int64(d))
+	}
+	if d := s.RateLimited - h.stats.RateLimited; s.RateLimited > h.stats.RateLimited && h.tb != nil {
+		h.tb.ReceiverCuptiRateLimitedRecords.Add(h.ctx, int64(d))
+	}
 	h.stats = s
+	return nil
+}
+
+// Liveness turns a stream that went quiet while its engine kept launching
+// kernels into a warning and a count: another profiler most likely took
+// CUPTI's activity callbacks (the library says so with LiveDisplaced), or
+// CUPTI stopped delivering for longer than quiet_after.
+func (h *connHandler) Liveness(l cuptiwire.Liveness) error {
+	now := h.now()
+	if h.progress.IsZero() || l.BuffersCompleted != h.live.BuffersCompleted {
+		h.progress = now
+	}
+	launching := l.Launches > h.live.Launches
+	quiet := launching && l.State&cuptiwire.LiveDutyOff == 0 &&
+		(l.State&cuptiwire.LiveDisplaced != 0 || now.Sub(h.progress) >= h.quietAfter)
+	switch {
+	case quiet && !h.quiet:
+		h.quiet = true
+		if h.tb != nil {
+			h.tb.ReceiverCuptiQuietStreams.Add(h.ctx, 1)
+		}
+		h.log.Warn("cupti stream went quiet while the engine launches kernels: another profiler (torch.profiler, nsys) may hold CUPTI's activity callbacks",
+			zap.Uint32("pid", h.src.PID), zap.String("host", h.src.Host),
+			zap.Duration("since_last_buffer", now.Sub(h.progress)), zap.Bool("library_saw_takeover", l.State&cuptiwire.LiveDisplaced != 0),
+			zap.Uint32("free_buffers", l.FreeBuffers), zap.Uint32("total_buffers", l.TotalBuffers))
+	case h.quiet && l.BuffersCompleted != h.live.BuffersCompleted:
+		h.quiet = false
+		h.log.Info("cupti stream delivers again", zap.Uint32("pid", h.src.PID), zap.Uint32("resumes", l.Resumes))
+	}
+	h.live = l
+	return nil
+}
+
+// maxClockError is the clock error past which kernel times cannot be placed
+// against request spans to the step; it is logged once per connection.
+const maxClockError = time.Millisecond
+
+// Clock notes a CUPTI-to-Unix clock offset the library could not pin down.
+func (h *connHandler) Clock(c cuptiwire.Clock) error {
+	if time.Duration(c.ErrorNS) > maxClockError && !h.clockWarned {
+		h.clockWarned = true
+		h.log.Warn("cupti clock offset is uncertain; kernel times may be off by this much",
+			zap.Uint32("pid", h.src.PID), zap.Duration("error", time.Duration(c.ErrorNS)))
+	}
 	return nil
 }
 
@@ -340,20 +409,28 @@ func (r *cuptiReceiver) scanKineto(ctx context.Context) {
 		case !seen || prev.size != cur.size || !prev.mtime.Equal(cur.mtime):
 			if len(r.files) < maxTrackedFiles || seen {
 				r.files[p] = cur
+			} else {
+				r.tb.ReceiverCuptiUntrackedTraceFiles.Add(ctx, 1)
 			}
 			continue
 		}
 		cur.done = true
 		r.files[p] = cur
 		r.readTrace(ctx, p)
+		r.saveKinetoFiles(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 	}
+	removed := false
 	for p := range r.files {
 		if _, ok := present[p]; !ok {
 			delete(r.files, p)
+			removed = true
 		}
+	}
+	if removed {
+		r.saveKinetoFiles(ctx)
 	}
 }
 
@@ -417,6 +494,11 @@ func (r *cuptiReceiver) Shutdown(ctx context.Context) error {
 			return
 		}
 		r.flush(ctx)
+		if r.store != nil {
+			if cerr := r.store.Close(ctx); cerr != nil {
+				r.set.Logger.Warn("kineto.storage: close", zap.Error(cerr))
+			}
+		}
 		r.tb.Shutdown()
 		r.set.Logger.Info("cupti receiver stopped")
 	})

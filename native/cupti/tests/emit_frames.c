@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* emit_frames connects to a collector socket and sends a fixed, known set
  * of records through ipc_client, then exits. The Go test in
  * internal/cuptiwire decodes what it sends and checks every field, which
@@ -39,7 +42,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; i++) {
     ipc_record r = {.kind = IPC_KIND_KERNEL, .device = (uint16_t)(i % 2), .stream = 7,
                     .start = 1700000000000000000ull + (uint64_t)i * 1000, .name = names[i % 3],
-                    .correlation = (uint32_t)i, .graph_id = 9};
+                    .correlation = (uint32_t)i, .graph_id = 9, .graph_node = 1000 + (uint64_t)i};
     r.end = r.start + 100 + (uint64_t)(i % 3);
     ipc_client_add(&c, &r);
     if (i % 512 == 511) { /* 24 KiB: the batch never fills up on its own */
@@ -53,6 +56,13 @@ int main(int argc, char **argv) {
   ipc_client_add(&c, &m);
   ipc_client_add(&c, &s);
   ipc_client_add(&c, &y);
+  c.hello_flags = IPC_HELLO_GRAPH_MODE; /* already sent: the Go test sees 0 */
+  c.live = (ipc_liveness){.last_buffer_unix_ns = 1700000000000000001ull, .launches = 77, .buffers_completed = 5,
+                          .free_buffers = 6, .total_buffers = 8, .state = IPC_LIVE_ENABLED, .resumes = 1,
+                          .cupti_version = 24};
+  c.clock = (ipc_clock){.offset_ns = -42, .error_ns = 300, .sampled_unix_ns = 1700000000000000002ull};
+  c.stats.pool_exhausted = 3;
+  ipc_client_status(&c);
   settle(&c);
   ipc_client_flush(&c);
   settle(&c);

@@ -13,14 +13,8 @@
 
 #include "../ipc_client.h"
 #include "frames.h"
+#include "check.h"
 
-#define CHECK(cond)                                                               \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
-      exit(1);                                                                    \
-    }                                                                             \
-  } while (0)
 
 static uint64_t fake_now = 1000;
 static uint64_t fake_clock(void) { return fake_now; }

@@ -52,9 +52,10 @@ const (
 
 // Source names where records came from; it becomes the resource.
 type Source struct {
-	Kind SourceKind
-	Host string
-	PID  uint32
+	Kind  SourceKind
+	Host  string
+	PID   uint32
+	Flags uint32 // cuptiwire.Hello* flags of the library's hello
 }
 
 // Series is the kernel name and category a raw kernel name maps to.
@@ -101,6 +102,7 @@ type Aggregator struct {
 	srcRefs  []int         // open connections or files per source
 	srcLive  []bool        // false: the slot is free for reuse
 	srcFree  []uint32      // free source slots
+	srcSpan  []span        // Kineto sources: time range of the records since the last flush
 	busyFree []int32       // free busy slots, from pruned sources
 	slots    map[key]int32 // key → index in vals; cleared at each flush
 	vals     []value
@@ -113,6 +115,10 @@ type Aggregator struct {
 	last     pcommon.Timestamp
 	top      int
 	scratch  []seriesTotal
+	// chosen keeps, per device, the kernel series that had their own series
+	// at the last flush, so a kernel near the cut does not flip between its
+	// name and "other" from one interval to the next.
+	chosen map[chosenKey]map[uint32]struct{}
 	// Kernel span sampling: every spanStride-th kernel record is kept, up to
 	// cap(spans) per flush. spanStride 0 turns it off.
 	spanStride uint64
@@ -125,6 +131,11 @@ type spanRec struct {
 	series uint32
 	rec    cuptiwire.Record
 }
+
+// span is the time range records covered; a Kineto trace is emitted over
+// its own range, so a long trace read in one interval cannot report more
+// busy time than the time it covers.
+type span struct{ lo, hi uint64 }
 
 type seriesTotal struct {
 	series uint32
@@ -169,12 +180,13 @@ func (a *Aggregator) Source(src Source) (idx uint32, ok bool) {
 	case len(a.srcFree) > 0:
 		i = a.srcFree[len(a.srcFree)-1]
 		a.srcFree = a.srcFree[:len(a.srcFree)-1]
-		a.srcList[i], a.srcRefs[i], a.srcLive[i] = src, 1, true
+		a.srcList[i], a.srcRefs[i], a.srcLive[i], a.srcSpan[i] = src, 1, true, span{}
 	case len(a.srcList) < a.limits.MaxSources:
 		i = uint32(len(a.srcList))
 		a.srcList = append(a.srcList, src)
 		a.srcRefs = append(a.srcRefs, 1)
 		a.srcLive = append(a.srcLive, true)
+		a.srcSpan = append(a.srcSpan, span{})
 	default:
 		return 0, false
 	}
@@ -208,6 +220,11 @@ func (a *Aggregator) prune() {
 		src := uint32(i)
 		delete(a.sources, a.srcList[i])
 		a.srcLive[i] = false
+		for k := range a.chosen {
+			if k.src == src {
+				delete(a.chosen, k)
+			}
+		}
 		a.srcFree = append(a.srcFree, src)
 		for k, b := range a.busyIx {
 			if k.src == src {
@@ -270,6 +287,15 @@ func (a *Aggregator) Add(src uint32, recs []cuptiwire.Record, kernels []uint32, 
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if int(src) < len(a.srcList) && a.srcList[src].Kind == SourceKindKineto {
+		sp := &a.srcSpan[src]
+		for i := range recs {
+			if sp.lo == 0 || recs[i].Start < sp.lo {
+				sp.lo = recs[i].Start
+			}
+			sp.hi = max(sp.hi, recs[i].End)
+		}
+	}
 	for i := range recs {
 		r := &recs[i]
 		var ref *slotRef
@@ -410,6 +436,12 @@ func (a *Aggregator) resource(src uint32, m pcommon.Map) {
 		if s.Host != "" {
 			m.PutStr("host.name", s.Host)
 		}
+		if s.Flags&cuptiwire.HelloGraphMode != 0 {
+			m.PutStr("inferprof.cupti.graph_mode", "graph")
+		} else {
+			m.PutStr("inferprof.cupti.graph_mode", "node")
+		}
+		m.PutBool("inferprof.cupti.sampled", s.Flags&(cuptiwire.HelloRateLimited|cuptiwire.HelloDutyCycle) != 0)
 	case SourceKindKineto:
 		m.PutStr("inferprof.activity.source", "kineto")
 	}
@@ -485,7 +517,7 @@ func (a *Aggregator) Flush(now pcommon.Timestamp) pmetric.Metrics {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.mb.Reset(metadata.WithStartTime(a.last))
-	a.last = now
+	defer func() { a.last = now }()
 	defer a.prune()
 	if len(a.vals) == 0 && len(a.busyIx) == 0 {
 		return pmetric.NewMetrics()
@@ -513,7 +545,12 @@ func (a *Aggregator) Flush(now pcommon.Timestamp) pmetric.Metrics {
 	}
 	slices.Sort(order)
 	for _, src := range order {
-		a.emitSource(now, src, keys)
+		start, ts := a.last, now
+		if sp := a.srcSpan[src]; a.srcList[src].Kind == SourceKindKineto && sp.hi > sp.lo {
+			start, ts = pcommon.Timestamp(sp.lo), pcommon.Timestamp(sp.hi)
+		}
+		a.emitSource(start, ts, src, keys)
+		a.srcSpan[src] = span{}
 	}
 	clear(a.slots)
 	a.vals = a.vals[:0]
@@ -524,7 +561,7 @@ func (a *Aggregator) Flush(now pcommon.Timestamp) pmetric.Metrics {
 	return a.mb.Emit()
 }
 
-func (a *Aggregator) emitSource(now pcommon.Timestamp, src uint32, keys []key) {
+func (a *Aggregator) emitSource(start, now pcommon.Timestamp, src uint32, keys []key) {
 	lo, _ := slices.BinarySearchFunc(keys, src, func(k key, s uint32) int { return cmp.Compare(k.src, s) })
 	hi := lo
 	for hi < len(keys) && keys[hi].src == src {
@@ -553,13 +590,25 @@ func (a *Aggregator) emitSource(now pcommon.Timestamp, src uint32, keys []key) {
 		if s.Host != "" {
 			rb.SetHostName(s.Host)
 		}
+		if s.Flags&cuptiwire.HelloGraphMode != 0 {
+			rb.SetInferprofCuptiGraphModeGraph()
+		} else {
+			rb.SetInferprofCuptiGraphModeNode()
+		}
+		rb.SetInferprofCuptiSampled(s.Flags&(cuptiwire.HelloRateLimited|cuptiwire.HelloDutyCycle) != 0)
 	case SourceKindKineto:
 		rb.SetInferprofActivitySourceKineto()
 	}
-	a.mb.EmitForResource(metadata.WithResource(rb.Emit()))
+	a.mb.EmitForResource(metadata.WithResource(rb.Emit()), metadata.WithStartTimeOverride(start))
 }
 
-func (a *Aggregator) emitDevice(now pcommon.Timestamp, _ uint32, dev uint16, keys []key) {
+// chosenKey is one device of one source.
+type chosenKey struct {
+	src    uint32
+	device uint16
+}
+
+func (a *Aggregator) emitDevice(now pcommon.Timestamp, src uint32, dev uint16, keys []key) {
 	devName := deviceName(dev)
 	a.scratch = a.scratch[:0]
 	for _, k := range keys {
@@ -582,14 +631,41 @@ func (a *Aggregator) emitDevice(now pcommon.Timestamp, _ uint32, dev uint16, key
 		}
 	}
 	// The longest kernels keep their own series; the rest are summed per
-	// category so category totals stay exact.
+	// category so category totals stay exact. Kernels chosen at the last
+	// flush stay chosen while they still rank within twice top_kernels, so
+	// one near the cut keeps one series instead of flipping to "other".
 	slices.SortFunc(a.scratch, func(x, y seriesTotal) int {
 		return cmp.Or(cmp.Compare(y.v.dur, x.v.dur), cmp.Compare(x.series, y.series))
 	})
-	var other map[string]value
+	ck := chosenKey{src: src, device: dev}
+	prev := a.chosen[ck]
+	next := make(map[uint32]struct{}, a.top)
 	for i, st := range a.scratch {
+		if len(next) >= a.top || i >= 2*a.top {
+			break
+		}
+		if _, ok := prev[st.series]; ok && st.series != overflowSeries {
+			next[st.series] = struct{}{}
+		}
+	}
+	for _, st := range a.scratch {
+		if len(next) >= a.top {
+			break
+		}
+		if st.series != overflowSeries {
+			next[st.series] = struct{}{}
+		}
+	}
+	if a.top > 0 {
+		if a.chosen == nil {
+			a.chosen = map[chosenKey]map[uint32]struct{}{}
+		}
+		a.chosen[ck] = next
+	}
+	var other map[string]value
+	for _, st := range a.scratch {
 		s := a.series[st.series]
-		if i < a.top && st.series != overflowSeries {
+		if _, ok := next[st.series]; ok {
 			a.mb.RecordInferprofGpuKernelDurationDataPoint(now, seconds(st.v.dur), s.name, s.category, devName)
 			a.mb.RecordInferprofGpuKernelCountDataPoint(now, int64(st.v.count), s.name, s.category, devName)
 			continue

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package aggregate
 
 import (
@@ -108,7 +111,10 @@ func TestTopKernelsAndOtherPerCategory(t *testing.T) {
 	n, ok := find(ps, names.MetricKernelCount, map[string]any{names.AttrKernelName: "other", names.AttrKernelCategory: "normalization"})
 	require.True(t, ok)
 	assert.Equal(t, 2.0, n)
-	assert.Equal(t, map[string]any{"host.name": "h", "process.pid": int64(7), "inferprof.activity.source": "cupti"}, ps[0].res)
+	assert.Equal(t, map[string]any{
+		"host.name": "h", "process.pid": int64(7), "inferprof.activity.source": "cupti",
+		"inferprof.cupti.graph_mode": "node", "inferprof.cupti.sampled": false,
+	}, ps[0].res)
 
 	// Delta: the next flush starts from zero.
 	assert.Zero(t, a.Flush(pcommon.Timestamp(20)).DataPointCount())
@@ -239,4 +245,98 @@ func TestNamesMatchSharedConstants(t *testing.T) {
 		names.MetricGPUBusyTime:    {dev: true},
 	}
 	assert.Equal(t, want, got)
+}
+
+// A kernel near the top_kernels cut keeps its own series across flushes
+// while it still ranks within twice top_kernels, instead of flipping
+// between its name and "other" as its rank wobbles.
+func TestTopKernelsStayChosenAcrossFlushes(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 2, DefaultLimits)
+	src, _ := a.Source(Source{Kind: SourceKindCUPTI, PID: 1})
+	ids := []uint32{0, a.Kernel([]byte("gemm_a")), a.Kernel([]byte("gemm_b")), a.Kernel([]byte("gemm_c"))}
+	flush := func(da, db, dc uint64, at pcommon.Timestamp) []point {
+		recs := []cuptiwire.Record{
+			{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 0, End: da},
+			{Kind: cuptiwire.RecordKindKernel, Name: 2, Start: 0, End: db},
+			{Kind: cuptiwire.RecordKindKernel, Name: 3, Start: 0, End: dc},
+		}
+		require.Zero(t, a.Add(src, recs, ids, NewCache()))
+		return flatten(a.Flush(at))
+	}
+	has := func(ps []point, name string) bool {
+		_, ok := find(ps, names.MetricKernelDuration, map[string]any{names.AttrKernelName: name})
+		return ok
+	}
+	ps := flush(100, 90, 80, 10)
+	require.True(t, has(ps, "gemm_a") && has(ps, "gemm_b"))
+	require.False(t, has(ps, "gemm_c"))
+	// c overtakes b by a little: b stays, c stays in "other".
+	ps = flush(100, 80, 85, 20)
+	assert.True(t, has(ps, "gemm_b"), "b kept its series")
+	assert.False(t, has(ps, "gemm_c"))
+	o, ok := find(ps, names.MetricKernelDuration, map[string]any{names.AttrKernelName: "other"})
+	require.True(t, ok)
+	assert.InDelta(t, 85e-9, o, 1e-15)
+	// b falls out of the first 2*top_kernels: c takes its place.
+	ids = append(ids, a.Kernel([]byte("gemm_d")), a.Kernel([]byte("gemm_e")))
+	recs := []cuptiwire.Record{
+		{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 0, End: 100},
+		{Kind: cuptiwire.RecordKindKernel, Name: 3, Start: 0, End: 90},
+		{Kind: cuptiwire.RecordKindKernel, Name: 4, Start: 0, End: 85},
+		{Kind: cuptiwire.RecordKindKernel, Name: 4, Start: 0, End: 5},
+		{Kind: cuptiwire.RecordKindKernel, Name: 5, Start: 0, End: 50},
+		{Kind: cuptiwire.RecordKindKernel, Name: 2, Start: 0, End: 1},
+	}
+	require.Zero(t, a.Add(src, recs, ids, NewCache()))
+	ps = flatten(a.Flush(30))
+	assert.True(t, has(ps, "gemm_a") && has(ps, "gemm_c"))
+	assert.False(t, has(ps, "gemm_b"))
+}
+
+// A Kineto trace covering more time than one collection interval is emitted
+// over its own time range, so its busy time never exceeds the time it spans.
+func TestKinetoTraceEmittedOverItsOwnRange(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, DefaultLimits)
+	src, _ := a.Source(Source{Kind: SourceKindKineto})
+	k := []uint32{0, a.Kernel([]byte("k"))}
+	const sec = uint64(1e9)
+	base := uint64(1_700_000_000) * sec
+	var recs []cuptiwire.Record
+	for i := range 60 { // 60 s of kernels, each 0.9 s
+		s := base + uint64(i)*sec
+		recs = append(recs, cuptiwire.Record{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: s, End: s + 9*sec/10})
+	}
+	a.Add(src, recs, k, NewCache())
+	now := pcommon.Timestamp(base + 100*sec)
+	m := a.Flush(now) // one 10 s interval reads the whole trace
+	dps := m.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	found := false
+	for i := 0; i < dps.Len(); i++ {
+		if dps.At(i).Name() != "inferprof.gpu.busy.time" {
+			continue
+		}
+		dp := dps.At(i).Sum().DataPoints().At(0)
+		found = true
+		window := float64(dp.Timestamp()-dp.StartTimestamp()) / 1e9
+		assert.Equal(t, pcommon.Timestamp(base), dp.StartTimestamp())
+		assert.Equal(t, pcommon.Timestamp(base+59*sec+9*sec/10), dp.Timestamp())
+		assert.InDelta(t, 54.0, dp.DoubleValue(), 1e-9)
+		assert.LessOrEqual(t, dp.DoubleValue(), window)
+	}
+	require.True(t, found)
+}
+
+// The library's hello flags become resource attributes: graph mode and
+// sampling are visible on every series.
+func TestSourceFlagsBecomeResourceAttributes(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, DefaultLimits)
+	src, _ := a.Source(Source{Kind: SourceKindCUPTI, PID: 3, Flags: cuptiwire.HelloGraphMode | cuptiwire.HelloDutyCycle})
+	a.Add(src, []cuptiwire.Record{{Kind: cuptiwire.RecordKindGraph, Start: 1, End: 5}}, nil, NewCache())
+	ps := flatten(a.Flush(10))
+	require.NotEmpty(t, ps)
+	assert.Equal(t, "graph", ps[0].res["inferprof.cupti.graph_mode"])
+	assert.Equal(t, true, ps[0].res["inferprof.cupti.sampled"])
 }

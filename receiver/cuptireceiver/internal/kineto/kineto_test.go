@@ -18,14 +18,14 @@ import (
 )
 
 // FixtureDir holds real Kineto traces recorded on GPUs (see its README).
-var FixtureDir = filepath.Join("..", "..", "..", "..", "..", "shared", "fixtures", "kineto")
+var FixtureDir = filepath.Join("..", "..", "testdata", "kineto")
 
 func fixtures(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(FixtureDir, "*.json.gz"))
 	require.NoError(t, err)
 	if len(files) == 0 {
-		t.Skipf("no Kineto fixtures under %s", FixtureDir)
+		t.Fatalf("no Kineto fixtures under %s", FixtureDir)
 	}
 	return files
 }
@@ -128,9 +128,7 @@ func TestKinds(t *testing.T) {
 func TestBadTraces(t *testing.T) {
 	t.Parallel()
 	whole, err := os.ReadFile(filepath.Join(FixtureDir, "triton_example-triton_example.json.gz"))
-	if err != nil {
-		t.Skip("fixture missing")
-	}
+	require.NoError(t, err, "the Kineto fixtures are in testdata/kineto")
 	zr, err := gzip.NewReader(bytes.NewReader(whole))
 	require.NoError(t, err)
 	plain, err := io.ReadAll(zr)

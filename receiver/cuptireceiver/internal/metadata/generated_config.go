@@ -543,6 +543,8 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 type ResourceAttributesConfig struct {
 	HostName                ResourceAttributeConfig `mapstructure:"host.name"`
 	InferprofActivitySource ResourceAttributeConfig `mapstructure:"inferprof.activity.source"`
+	InferprofCuptiGraphMode ResourceAttributeConfig `mapstructure:"inferprof.cupti.graph_mode"`
+	InferprofCuptiSampled   ResourceAttributeConfig `mapstructure:"inferprof.cupti.sampled"`
 	ProcessPid              ResourceAttributeConfig `mapstructure:"process.pid"`
 }
 
@@ -552,6 +554,12 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		InferprofActivitySource: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		InferprofCuptiGraphMode: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		InferprofCuptiSampled: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		ProcessPid: ResourceAttributeConfig{

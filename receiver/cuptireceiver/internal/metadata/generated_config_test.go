@@ -75,6 +75,8 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				ResourceAttributes: ResourceAttributesConfig{
 					HostName:                ResourceAttributeConfig{Enabled: true},
 					InferprofActivitySource: ResourceAttributeConfig{Enabled: true},
+					InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: true},
+					InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: true},
 					ProcessPid:              ResourceAttributeConfig{Enabled: true},
 				},
 			},
@@ -132,6 +134,8 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				ResourceAttributes: ResourceAttributesConfig{
 					HostName:                ResourceAttributeConfig{Enabled: false},
 					InferprofActivitySource: ResourceAttributeConfig{Enabled: false},
+					InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: false},
+					InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: false},
 					ProcessPid:              ResourceAttributeConfig{Enabled: false},
 				},
 			},
@@ -277,6 +281,8 @@ func TestResourceAttributesConfig(t *testing.T) {
 			want: ResourceAttributesConfig{
 				HostName:                ResourceAttributeConfig{Enabled: true},
 				InferprofActivitySource: ResourceAttributeConfig{Enabled: true},
+				InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: true},
+				InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: true},
 				ProcessPid:              ResourceAttributeConfig{Enabled: true},
 			},
 		},
@@ -285,6 +291,8 @@ func TestResourceAttributesConfig(t *testing.T) {
 			want: ResourceAttributesConfig{
 				HostName:                ResourceAttributeConfig{Enabled: false},
 				InferprofActivitySource: ResourceAttributeConfig{Enabled: false},
+				InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: false},
+				InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: false},
 				ProcessPid:              ResourceAttributeConfig{Enabled: false},
 			},
 		},

@@ -1139,6 +1139,18 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.InferprofActivitySource.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["inferprof.activity.source"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofActivitySource.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.InferprofCuptiGraphMode.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["inferprof.cupti.graph_mode"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofCuptiGraphMode.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.InferprofCuptiGraphMode.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["inferprof.cupti.graph_mode"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofCuptiGraphMode.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.InferprofCuptiSampled.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["inferprof.cupti.sampled"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofCuptiSampled.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.InferprofCuptiSampled.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["inferprof.cupti.sampled"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofCuptiSampled.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.ProcessPid.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["process.pid"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessPid.MetricsInclude)
 	}

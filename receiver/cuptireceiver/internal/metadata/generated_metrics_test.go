@@ -142,6 +142,8 @@ func TestMetricsBuilder(t *testing.T) {
 			rb := mb.NewResourceBuilder()
 			rb.SetHostName("host.name-val")
 			rb.SetInferprofActivitySourceCupti()
+			rb.SetInferprofCuptiGraphModeNode()
+			rb.SetInferprofCuptiSampled(false)
 			rb.SetProcessPid(11)
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))

@@ -42,6 +42,27 @@ func (rb *ResourceBuilder) SetInferprofActivitySourceKineto() {
 	}
 }
 
+// SetInferprofCuptiGraphModeNode sets "inferprof.cupti.graph_mode=node" attribute.
+func (rb *ResourceBuilder) SetInferprofCuptiGraphModeNode() {
+	if rb.config.InferprofCuptiGraphMode.Enabled {
+		rb.res.Attributes().PutStr("inferprof.cupti.graph_mode", "node")
+	}
+}
+
+// SetInferprofCuptiGraphModeGraph sets "inferprof.cupti.graph_mode=graph" attribute.
+func (rb *ResourceBuilder) SetInferprofCuptiGraphModeGraph() {
+	if rb.config.InferprofCuptiGraphMode.Enabled {
+		rb.res.Attributes().PutStr("inferprof.cupti.graph_mode", "graph")
+	}
+}
+
+// SetInferprofCuptiSampled sets provided value as "inferprof.cupti.sampled" attribute.
+func (rb *ResourceBuilder) SetInferprofCuptiSampled(val bool) {
+	if rb.config.InferprofCuptiSampled.Enabled {
+		rb.res.Attributes().PutBool("inferprof.cupti.sampled", val)
+	}
+}
+
 // SetProcessPid sets provided value as "process.pid" attribute.
 func (rb *ResourceBuilder) SetProcessPid(val int64) {
 	if rb.config.ProcessPid.Enabled {

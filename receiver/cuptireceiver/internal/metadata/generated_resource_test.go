@@ -15,6 +15,8 @@ func TestResourceBuilder(t *testing.T) {
 			rb := NewResourceBuilder(cfg)
 			rb.SetHostName("host.name-val")
 			rb.SetInferprofActivitySourceCupti()
+			rb.SetInferprofCuptiGraphModeNode()
+			rb.SetInferprofCuptiSampled(false)
 			rb.SetProcessPid(11)
 
 			res := rb.Emit()
@@ -22,9 +24,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 3, res.Attributes().Len())
+				assert.Equal(t, 5, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 3, res.Attributes().Len())
+				assert.Equal(t, 5, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -40,6 +42,16 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "cupti", inferprofActivitySourceAttrVal.Str())
+			}
+			inferprofCuptiGraphModeAttrVal, ok := res.Attributes().Get("inferprof.cupti.graph_mode")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "node", inferprofCuptiGraphModeAttrVal.Str())
+			}
+			inferprofCuptiSampledAttrVal, ok := res.Attributes().Get("inferprof.cupti.sampled")
+			assert.True(t, ok)
+			if ok {
+				assert.False(t, inferprofCuptiSampledAttrVal.Bool())
 			}
 			processPidAttrVal, ok := res.Attributes().Get("process.pid")
 			assert.True(t, ok)

@@ -23,18 +23,23 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                             metric.Meter
-	mu                                sync.Mutex
-	registrations                     []metric.Registration
-	ReceiverCuptiBadConnections       metric.Int64Counter
-	ReceiverCuptiBadTraceFiles        metric.Int64Counter
-	ReceiverCuptiConnections          metric.Int64Counter
-	ReceiverCuptiConnectionsRejected  metric.Int64Counter
-	ReceiverCuptiCuptiDroppedRecords  metric.Int64Counter
-	ReceiverCuptiDroppedRecords       metric.Int64Counter
-	ReceiverCuptiEngineDroppedRecords metric.Int64Counter
-	ReceiverCuptiRecords              metric.Int64Counter
-	ReceiverCuptiTraceFiles           metric.Int64Counter
+	meter                               metric.Meter
+	mu                                  sync.Mutex
+	registrations                       []metric.Registration
+	ReceiverCuptiBadConnections         metric.Int64Counter
+	ReceiverCuptiBadTraceFiles          metric.Int64Counter
+	ReceiverCuptiConnections            metric.Int64Counter
+	ReceiverCuptiConnectionsRejected    metric.Int64Counter
+	ReceiverCuptiCuptiDroppedRecords    metric.Int64Counter
+	ReceiverCuptiDroppedRecords         metric.Int64Counter
+	ReceiverCuptiEngineDroppedRecords   metric.Int64Counter
+	ReceiverCuptiOverflowDroppedRecords metric.Int64Counter
+	ReceiverCuptiPoolExhausted          metric.Int64Counter
+	ReceiverCuptiQuietStreams           metric.Int64Counter
+	ReceiverCuptiRateLimitedRecords     metric.Int64Counter
+	ReceiverCuptiRecords                metric.Int64Counter
+	ReceiverCuptiTraceFiles             metric.Int64Counter
+	ReceiverCuptiUntrackedTraceFiles    metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -108,6 +113,30 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiOverflowDroppedRecords, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_overflow_dropped_records",
+		metric.WithDescription("Records CUPTI wrote into the injection library's overflow buffer, which are dropped, as the library reported them. [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiPoolExhausted, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_pool_exhausted",
+		metric.WithDescription("Buffer requests the injection library's buffer pool could not serve, as it reported them; records then went to the overflow buffer (CUPTI API < 27) or were dropped by CUPTI. [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiQuietStreams, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_quiet_streams",
+		metric.WithDescription("Times an engine's stream went quiet while the engine kept launching kernels, usually because another profiler (torch.profiler, nsys) took CUPTI's activity callbacks. [Development]"),
+		metric.WithUnit("{stream}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiRateLimitedRecords, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_rate_limited_records",
+		metric.WithDescription("Kernel records the injection library's launch token buckets left out, as it reported them. [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverCuptiRecords, err = builder.meter.Int64Counter(
 		"otelcol_receiver_cupti_records",
 		metric.WithDescription("Activity records decoded and aggregated (socket and Kineto together). [Development]"),
@@ -117,6 +146,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverCuptiTraceFiles, err = builder.meter.Int64Counter(
 		"otelcol_receiver_cupti_trace_files",
 		metric.WithDescription("Kineto trace files read. [Development]"),
+		metric.WithUnit("{file}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiUntrackedTraceFiles, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_untracked_trace_files",
+		metric.WithDescription("Kineto trace files seen while the table of tracked files was full; they are read once the table has room. [Development]"),
 		metric.WithUnit("{file}"),
 	)
 	errs = errors.Join(errs, err)

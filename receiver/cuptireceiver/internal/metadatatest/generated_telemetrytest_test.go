@@ -26,8 +26,13 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverCuptiCuptiDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiEngineDroppedRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiOverflowDroppedRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiPoolExhausted.Add(context.Background(), 1)
+	tb.ReceiverCuptiQuietStreams.Add(context.Background(), 1)
+	tb.ReceiverCuptiRateLimitedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiTraceFiles.Add(context.Background(), 1)
+	tb.ReceiverCuptiUntrackedTraceFiles.Add(context.Background(), 1)
 	AssertEqualReceiverCuptiBadConnections(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -49,10 +54,25 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualReceiverCuptiEngineDroppedRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiOverflowDroppedRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiPoolExhausted(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiQuietStreams(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiRateLimitedRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiTraceFiles(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiUntrackedTraceFiles(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
