@@ -28,8 +28,9 @@ import (
 	"github.com/inferprof/inferprof/internal/stepwire"
 )
 
-// kinetoFixture is a real PyTorch profiler trace (shared/fixtures/kineto,
-// from HTA's test data; see its README).
+// kinetoFixture is a real PyTorch profiler trace
+// (receiver/cuptireceiver/testdata/kineto, from HTA's test data; see its
+// README there).
 const kinetoFixture = "triton_example-triton_example.json.gz"
 
 // malformed sends bad input to every listener while good input flows, and
@@ -121,7 +122,7 @@ func (r *run) malformed(t *testing.T) {
 	ccancel()
 
 	// Kineto: a truncated trace, an oversized junk file, and a real one.
-	fixture, err := os.ReadFile(filepath.Join(repoShared(), "fixtures", "kineto", kinetoFixture))
+	fixture, err := os.ReadFile(filepath.Join(filepathRepoRoot(), "receiver", "cuptireceiver", "testdata", "kineto", kinetoFixture))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(r.kineto, "truncated.json.gz"), fixture[:len(fixture)/2], 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(r.kineto, "oversized.json"), append([]byte(`{"traceEvents": [`), bytes.Repeat([]byte(`{"ph": "X", `), 1<<20)...), 0o600))
@@ -149,13 +150,4 @@ func (r *run) malformed(t *testing.T) {
 	r.addf("\n### Malformed input\n")
 	r.addf("OTLP/HTTP garbage, truncated and 21 MiB bodies answered 4xx; a 5 MiB gRPC request ResourceExhausted; %d bad step datagrams and 3 bad CUPTI connections counted and dropped; a truncated and an oversized Kineto file skipped with a warning naming the file. Meanwhile %d good spans, 100 steps, %d CUPTI records and the real Kineto trace all arrived; the collector stayed up.",
 		badSteps, spans.accepted.Load(), cc.records.Load())
-}
-
-func repoShared() string {
-	// shared/ sits beside the worktree (../shared) or in the repo root.
-	root := filepath.Join(filepathRepoRoot(), "..", "shared")
-	if _, err := os.Stat(root); err == nil {
-		return root
-	}
-	return filepath.Join(filepathRepoRoot(), "shared")
 }
