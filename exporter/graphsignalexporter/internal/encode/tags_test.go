@@ -41,7 +41,7 @@ func TestConfigTagsWinAndLimits(t *testing.T) {
 }
 
 func TestIsContent(t *testing.T) {
-	for _, k := range []string{"gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "GEN_AI.PROMPT.0.content", "llm.input.value", "gen_ai.system_instructions"} {
+	for _, k := range []string{"gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "GEN_AI.PROMPT.0.content", "input.value", "gen_ai.system_instructions", "gen_ai.user.message"} {
 		assert.True(t, IsContent(k), k)
 	}
 	for _, k := range []string{"gen_ai.request.model", "exception.message", "hw.id", "gen_ai.usage.input_tokens"} {
