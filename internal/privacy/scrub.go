@@ -126,6 +126,13 @@ func (s *Scrubber) LogRecord(lr plog.LogRecord) Removed {
 	return r
 }
 
+// IsContentLogRecord reports whether lr is a content event (by its event
+// name) under the default list, for exporters that must not send one even
+// where no scrubbing processor ran before them.
+func IsContentLogRecord(lr plog.LogRecord) bool {
+	return (&Scrubber{events: defaultEvents}).isContentEvent(lr)
+}
+
 func (s *Scrubber) isContentEvent(lr plog.LogRecord) bool {
 	if name := lr.EventName(); name != "" {
 		return s.events.Match(name)
