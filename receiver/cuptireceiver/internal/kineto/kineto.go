@@ -387,11 +387,7 @@ func (s *intervals) total() uint64 {
 
 // MemcpyKind maps "Memcpy HtoD (Pageable -> Device)" to CUPTI's memcpy kind.
 func MemcpyKind(name []byte) uint8 {
-	f := bytes.Fields(name) // names are short; this runs once per copy
-	if len(f) < 2 {
-		return 0
-	}
-	switch string(f[1]) {
+	switch string(secondField(name)) {
 	case "HtoD":
 		return 1
 	case "DtoH":
@@ -414,6 +410,33 @@ func MemcpyKind(name []byte) uint8 {
 		return 10
 	}
 	return 0
+}
+
+// secondField is the second white-space-separated word of b, as
+// bytes.Fields(b)[1] would be, without allocating.
+func secondField(b []byte) []byte {
+	field := 0
+	for i := 0; i < len(b); {
+		for i < len(b) && asciiSpace(b[i]) {
+			i++
+		}
+		j := i
+		for j < len(b) && !asciiSpace(b[j]) {
+			j++
+		}
+		if j > i {
+			if field == 1 {
+				return b[i:j]
+			}
+			field++
+		}
+		i = j
+	}
+	return nil
+}
+
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
 // MemsetKind maps "Memset (Device)" to CUPTI's memory kind.
