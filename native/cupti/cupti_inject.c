@@ -91,6 +91,7 @@ static struct {
   long resume_ms; /* 0 = never take CUPTI back from another profiler */
   long exit_ms;
   int multi_sub; /* use multi-subscriber mode where CUPTI offers it */
+  long sndbuf_kb;
 } cfg;
 
 static long env_long(const char *name, long def, long lo, long hi) {
@@ -154,6 +155,11 @@ static void load_config(void) {
   cfg.resume_ms = env_long("INFERPROF_CUPTI_RESUME_MS", 300000, 0, 86400000);
   cfg.exit_ms = env_long("INFERPROF_CUPTI_EXIT_MS", 500, 0, 10000);
   cfg.multi_sub = (int)env_long("INFERPROF_CUPTI_MULTI_SUBSCRIBER", 1, 0, 1);
+  /* CUPTI hands over a buffer (thousands of records) at a time and the
+   * library encodes it in about a millisecond: a socket buffer of a few MB
+   * rides out a collector descheduled for tens of ms instead of dropping.
+   * The kernel caps it at net.core.wmem_max. */
+  cfg.sndbuf_kb = env_long("INFERPROF_CUPTI_SNDBUF_KB", 4096, 0, 65536);
 }
 
 static uint64_t clock_ns(clockid_t id) {
@@ -815,6 +821,7 @@ static int init(void) {
     goto fail;
   }
   client.clock = clk;
+  client.sndbuf = (int)cfg.sndbuf_kb * 1024;
   if (CUPTI_CALL(act_register()) != CUPTI_SUCCESS) goto fail_client;
   if (!enable_kinds()) goto fail_client;
   client.hello_flags = (cfg.graph_mode ? IPC_HELLO_GRAPH_MODE : 0) | (sampled ? IPC_HELLO_RATE_LIMITED : 0) |
