@@ -36,12 +36,12 @@ gpu-check:
 	@test -n "$(CUPTI_LIB)" || { echo "gpu-check: build the library first: make native CUPTI_HOME=<your CUDA's extras/CUPTI>"; exit 1; }
 	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py check $(abspath $(CUPTI_LIB))
 
-## gpu-overhead: cost per kernel launch of a decode-like loop, without and
-## with the injection library.
+## gpu-overhead: step time of a decode-like loop (64 small kernels per step)
+## without and with the injection library, alternating; prints the overhead
+## in % of step time (docs/overhead.md).
 gpu-overhead:
 	@test -n "$(CUPTI_LIB)" || { echo "gpu-overhead: build the library first: make native CUPTI_HOME=<your CUDA's extras/CUPTI>"; exit 1; }
-	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead
-	CUDA_INJECTION64_PATH=$(abspath $(CUPTI_LIB)) INFERPROF_CUPTI_ENDPOINT=/tmp/inferprof/gpu-overhead.sock $(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead
+	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead-compare $(abspath $(CUPTI_LIB))
 
 # Kineto ingestion (issue 16): the real NCCL trace in testdata repeated
 # KINETO_BENCH_COPIES times, gzipped; read to records on one core (events/s,
