@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Engine step spans: the Python hook, the engine_step receiver, internal/stepwire,
 # internal/stepwindow and the inferprof-run launcher (issue 6).
 
@@ -10,7 +13,7 @@ build-inferprof-run:
 	@mkdir -p bin
 	$(GO) build -trimpath -o bin/inferprof-run ./cmd/inferprof-run
 
-## enginestep-fixture: regenerate the Python-encoded datagrams the Go decoder tests read.
+## enginestep-fixture: regenerate the current wire version's Python-encoded datagrams the Go decoder tests read (older versions in testdata/v<N>/ stay as they are).
 enginestep-fixture:
 	python3 integrations/python/tools/gen_step_fixture.py internal/stepwire/testdata
 

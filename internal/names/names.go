@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package names holds the span, metric and attribute names that more than one
 // inferprof component reads or writes, so producer and consumer cannot drift.
 //
@@ -79,6 +82,11 @@ const (
 
 	// bool, set only when true: the hook left request ids out of this step.
 	AttrStepIDsTruncated = "inferprof.step.request_ids_truncated"
+	// []string: requests that came back from preemption in this step.
+	AttrStepResumed = "inferprof.step.resumed_request_ids"
+	// bool, set only when true: the engine lacked something the hook reads,
+	// so some of the step's figures are estimated or absent.
+	AttrStepDegraded = "inferprof.step.degraded"
 	// int: data-parallel rank of the engine in its server.
 	ResourceEngineIndex = "inferprof.engine.index"
 )

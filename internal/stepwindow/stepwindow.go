@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stepwindow keeps a bounded, time-indexed window of recent engine
 // steps per engine instance and rebuilds a request's token timestamps, and so
 // its inter-token latency, from the ends of the steps that gave it tokens.
@@ -30,6 +33,11 @@ type Config struct {
 	// MaxInstances caps the engine instances tracked; the one updated least
 	// recently goes first. Default 256.
 	MaxInstances int
+	// MaxSources caps the step sources (engine processes) remembered per
+	// instance. A source whose last step has left the window is forgotten
+	// anyway; past the cap the one heard least recently goes first and is
+	// counted. Default 1024.
+	MaxSources int
 	// StallFactor counts a gap as a stall when it exceeds StallFactor times
 	// the request's median gap. Default 3.
 	StallFactor float64
@@ -42,6 +50,7 @@ func NewDefaultConfig() Config {
 		MaxSteps:     120_000,
 		MaxRecords:   2_000_000,
 		MaxInstances: 256,
+		MaxSources:   1024,
 		StallFactor:  3,
 	}
 }
@@ -59,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInstances <= 0 {
 		c.MaxInstances = d.MaxInstances
+	}
+	if c.MaxSources <= 0 {
+		c.MaxSources = d.MaxSources
 	}
 	if c.StallFactor <= 0 {
 		c.StallFactor = d.StallFactor
@@ -149,6 +161,11 @@ type Stats struct {
 	Records          int
 	EvictedSteps     uint64 // steps that left the window for age or size
 	EvictedInstances uint64
+	// Sources is the number of step sources remembered, all instances.
+	Sources int
+	// EvictedSources counts sources forgotten at MaxSources while their
+	// last step was still in the window.
+	EvictedSources uint64
 }
 
 // Window is the set of per-instance step windows.
@@ -159,6 +176,7 @@ type Window struct {
 	records          int
 	evictedSteps     uint64
 	evictedInstances uint64
+	evictedSources   uint64
 	tick             uint64 // orders instance updates for LRU eviction
 }
 
@@ -176,6 +194,9 @@ type instance struct {
 	// evictedEnd is the end of the newest evicted step: a request that
 	// arrived after it has all its steps in the window.
 	evictedEnd int64
+	// firstStart is the start of the first step the instance received: the
+	// window has seen every source's steps since then.
+	firstStart int64
 	sources    map[uint64]source // last step seen per source
 	flaws      []flaw            // flawed steps still in the window, oldest first
 	used       uint64
@@ -216,9 +237,10 @@ func (w *Window) Add(key string, s *Step) {
 			w.evictInstanceLocked()
 		}
 		in = &instance{
-			steps:    make([]stepRec, 0, 64),
-			requests: map[string]*track{},
-			sources:  map[uint64]source{},
+			steps:      make([]stepRec, 0, 64),
+			requests:   map[string]*track{},
+			sources:    map[uint64]source{},
+			firstStart: s.StartUnixNs,
 		}
 		w.instances[key] = in
 	}
@@ -235,11 +257,17 @@ func (w *Window) Add(key string, s *Step) {
 			flawed = true
 			flawStart = last.end
 		}
-	} else if s.Index > 1 {
-		// The source ran before the window saw it (the collector started
-		// late, or the source was evicted): its earlier steps are as good as
-		// evicted for requests that arrived before this one began.
-		in.evictedEnd = max(in.evictedEnd, s.StartUnixNs)
+	} else {
+		if s.Index > 1 {
+			// The source ran before the window saw the instance (the
+			// collector started late, or the instance was evicted): its
+			// earlier steps are as good as evicted for requests that
+			// arrived before then. A source the window forgot since (see
+			// addSourceLocked) stepped only before the window's oldest
+			// step, so the window still covers what came after.
+			in.evictedEnd = max(in.evictedEnd, in.firstStart)
+		}
+		w.addSourceLocked(in)
 	}
 	in.sources[s.Source] = source{index: s.Index, end: s.EndUnixNs}
 
@@ -280,6 +308,32 @@ func (w *Window) Add(key string, s *Step) {
 	}
 	for w.records > w.cfg.MaxRecords {
 		w.evictGlobalOldestLocked()
+	}
+}
+
+// addSourceLocked makes room for a new source: it forgets sources whose
+// last step has left the window (their processes are most likely gone) and,
+// if the instance still holds MaxSources, the one heard least recently. It
+// scans the sources, but only when a new one appears.
+func (w *Window) addSourceLocked(in *instance) {
+	if len(in.sources) == 0 {
+		return
+	}
+	for k, src := range in.sources {
+		if src.end <= in.evictedEnd {
+			delete(in.sources, k)
+		}
+	}
+	for len(in.sources) >= w.cfg.MaxSources {
+		var oldest uint64
+		end := int64(math.MaxInt64)
+		for k, src := range in.sources {
+			if src.end < end {
+				oldest, end = k, src.end
+			}
+		}
+		delete(in.sources, oldest)
+		w.evictedSources++
 	}
 }
 
@@ -442,9 +496,11 @@ func (w *Window) Stats() Stats {
 		Records:          w.records,
 		EvictedSteps:     w.evictedSteps,
 		EvictedInstances: w.evictedInstances,
+		EvictedSources:   w.evictedSources,
 	}
 	for _, in := range w.instances {
 		s.Steps += in.n
+		s.Sources += len(in.sources)
 	}
 	return s
 }

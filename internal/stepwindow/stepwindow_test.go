@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepwindow
 
 import (
@@ -159,6 +162,64 @@ func TestStepsBeforeTheWindowStartedAreNotGuessed(t *testing.T) {
 	fresh.Add("svc", step(1, 5, 10, "a")) // a source seen from its first step
 	fresh.Add("svc", step(2, 10, 20, "a"))
 	assert.Equal(t, StatusOK, fresh.Lookup("svc", "a", at(0), at(30)).Status)
+}
+
+// fromSource is step with another source.
+func fromSource(src uint64, st *Step) *Step {
+	st.Source = src
+	return st
+}
+
+// TestSourcesArePruned: a source whose last step left the window is
+// forgotten when a new source appears, so engine restarts (new pids) do not
+// pile up; it is not counted as an eviction.
+func TestSourcesArePruned(t *testing.T) {
+	t.Parallel()
+	w := New(Config{MaxAge: 100 * time.Millisecond})
+	w.Add("svc", fromSource(1, step(1, 0, 10, "a")))
+	for i := uint64(1); i <= 30; i++ {
+		w.Add("svc", fromSource(2, step(i, float64(10*i), float64(10*i+10), "b")))
+	}
+	assert.Equal(t, 2, w.Stats().Sources, "nothing new yet")
+	w.Add("svc", fromSource(3, step(1, 310, 320, "c")))
+	s := w.Stats()
+	assert.Equal(t, 2, s.Sources, "source 1 went with its last step")
+	assert.Zero(t, s.EvictedSources)
+}
+
+// TestSourcesAreCappedAndCounted: past MaxSources live sources, the one
+// heard least recently is forgotten and counted.
+func TestSourcesAreCappedAndCounted(t *testing.T) {
+	t.Parallel()
+	w := New(Config{MaxSources: 2})
+	w.Add("svc", fromSource(1, step(1, 0, 10, "a")))
+	w.Add("svc", fromSource(2, step(1, 5, 15, "b")))
+	w.Add("svc", fromSource(1, step(2, 10, 20, "a")))
+	w.Add("svc", fromSource(3, step(1, 12, 22, "c")))
+	s := w.Stats()
+	assert.Equal(t, 2, s.Sources)
+	assert.Equal(t, uint64(1), s.EvictedSources)
+	// Source 2 (heard least recently) was the one forgotten: its next step
+	// is new again, while source 1 is still followed step by step.
+	w.Add("svc", fromSource(1, step(2, 10, 20, "a")))
+	assert.Equal(t, 4, w.Stats().Steps, "a duplicate of a remembered source is dropped")
+}
+
+// TestForgottenSourceDoesNotEvictOthers: a data-parallel engine that sat
+// idle past the window and was forgotten comes back; requests the other
+// engines served meanwhile keep their figures.
+func TestForgottenSourceDoesNotEvictOthers(t *testing.T) {
+	t.Parallel()
+	w := New(Config{MaxAge: 100 * time.Millisecond})
+	w.Add("svc", fromSource(1, step(1, 0, 10, "a")))
+	for i := uint64(1); i <= 80; i++ {
+		w.Add("svc", fromSource(2, step(i, float64(10*i), float64(10*i+10), "r")))
+	}
+	w.Add("svc", fromSource(3, step(1, 810, 820, "c"))) // forgets source 1
+	w.Add("svc", fromSource(1, step(2, 830, 840, "a2")))
+	w.Add("svc", fromSource(2, step(81, 820, 850, "r2")))
+	w.Add("svc", fromSource(2, step(82, 850, 860, "r2")))
+	assert.Equal(t, StatusOK, w.Lookup("svc", "r2", at(805), at(870)).Status)
 }
 
 func TestLateAndDuplicateStepsAreDropped(t *testing.T) {

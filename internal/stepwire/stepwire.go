@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stepwire decodes engine step datagrams, the wire format the Python
 // hook (integrations/python/inferprof_hook/wire.py) sends once per scheduler
 // step. The format is specified in docs/step-wire.md.
@@ -11,11 +14,22 @@ import (
 	"unicode/utf8"
 )
 
-// Version is the only wire format version this decoder reads.
-const Version = 1
+// Version is the wire format version the hook sends and Encode writes by
+// default. Decode also reads every older version down to MinVersion, so a
+// collector upgraded before its engines keeps their steps.
+const Version = 2
 
-// HeaderSize is the size of the fixed header in bytes.
-const HeaderSize = 72
+// MinVersion is the oldest wire format version Decode reads.
+const MinVersion = 1
+
+// Header sizes per version: version 2 added hook_evicted_ids and n_resumed.
+const (
+	HeaderSizeV1 = 72
+	HeaderSizeV2 = 78
+)
+
+// HeaderSize is the size of the current version's fixed header in bytes.
+const HeaderSize = HeaderSizeV2
 
 // MaxDatagram bounds a datagram; the hook never sends more than 200 KiB.
 const MaxDatagram = 256 << 10
@@ -26,8 +40,21 @@ var magic = [4]byte{'I', 'P', 'S', 'T'}
 const (
 	FlagIDsTruncated uint16 = 1 << 0 // the hook left out request ids to stay under its size limit
 	FlagKVUsage      uint16 = 1 << 1 // KVUsage holds a value
-	knownFlags              = FlagIDsTruncated | FlagKVUsage
+	FlagDegraded     uint16 = 1 << 2 // version 2: the engine lacked something the hook reads; see the engine's log
 )
+
+// layout is what distinguishes one wire version from another.
+type layout struct {
+	header     int    // fixed header size
+	flags      uint16 // flags the version defines
+	evictedIDs bool   // header carries hook_evicted_ids
+	resumed    bool   // header carries n_resumed; resumed ids follow preempted ids
+}
+
+var layouts = [Version + 1]layout{
+	1: {header: HeaderSizeV1, flags: FlagIDsTruncated | FlagKVUsage},
+	2: {header: HeaderSizeV2, flags: FlagIDsTruncated | FlagKVUsage | FlagDegraded, evictedIDs: true, resumed: true},
+}
 
 // Engine names the engine that sent a step.
 type Engine uint8
@@ -67,6 +94,9 @@ var (
 
 // Step is one decoded scheduler step. Decode reuses its slices.
 type Step struct {
+	// Version is the wire format version the step came in (Encode writes
+	// it; zero means Version).
+	Version     uint8
 	Engine      Engine
 	Flags       uint16
 	PID         uint32
@@ -82,6 +112,10 @@ type Step struct {
 	Waiting         uint32
 	KVUsage         float32 // fraction 0..1, meaningful when Flags has FlagKVUsage
 	HookDropped     uint32  // datagrams the hook process dropped before this one
+	// HookEvictedIDs counts request ids the hook process evicted from its
+	// id table at its limit (version 2; running count). Such a request may
+	// be reported under the engine's internal id.
+	HookEvictedIDs uint32
 
 	ServiceName   string
 	EngineVersion string
@@ -91,6 +125,9 @@ type Step struct {
 	RequestIDs    []string
 	RequestTokens []int64
 	Preempted     []string
+	// Resumed lists requests that came back from preemption in this step
+	// (version 2).
+	Resumed []string
 }
 
 // KVUsageKnown reports whether the hook could read the KV cache usage.
@@ -98,6 +135,10 @@ func (s *Step) KVUsageKnown() bool { return s.Flags&FlagKVUsage != 0 }
 
 // IDsTruncated reports whether the hook left out request ids.
 func (s *Step) IDsTruncated() bool { return s.Flags&FlagIDsTruncated != 0 }
+
+// Degraded reports whether the hook found the engine lacking something it
+// reads, so some fields are estimates or absent.
+func (s *Step) Degraded() bool { return s.Flags&FlagDegraded != 0 }
 
 // Decode parses b into s, reusing s's slices and identity strings. It
 // allocates one string per request id; a Decoder interns them instead.
@@ -112,7 +153,8 @@ const maxInterned = 1 << 16
 // seen, so the ids of running requests, which repeat every step, cost no
 // allocation. A Decoder is not safe for concurrent use.
 type Decoder struct {
-	ids map[string]string
+	ids    map[string]string
+	resets uint64
 }
 
 // NewDecoder returns a Decoder with an empty id table.
@@ -121,12 +163,17 @@ func NewDecoder() *Decoder { return &Decoder{ids: make(map[string]string)} }
 // Decode parses b into s.
 func (d *Decoder) Decode(b []byte, s *Step) error { return decode(b, s, d) }
 
+// Resets returns how often the id table reached its limit and started over.
+func (d *Decoder) Resets() uint64 { return d.resets }
+
 func (d *Decoder) intern(b []byte) string {
 	if v, ok := d.ids[string(b)]; ok {
 		return v
 	}
 	if len(d.ids) >= maxInterned {
+		// A cache: starting over costs allocations, never correctness.
 		clear(d.ids)
+		d.resets++
 	}
 	v := string(b)
 	d.ids[v] = v
@@ -137,19 +184,25 @@ func decode(b []byte, s *Step, d *Decoder) error {
 	if len(b) > MaxDatagram {
 		return ErrTooLarge
 	}
-	if len(b) < HeaderSize {
+	if len(b) < HeaderSizeV1 {
 		return fmt.Errorf("header: %w", ErrShort)
 	}
 	if [4]byte(b[0:4]) != magic {
 		return ErrMagic
 	}
-	if b[4] != Version {
-		return fmt.Errorf("%w %d", ErrVersion, b[4])
+	v := b[4]
+	if v < MinVersion || v > Version {
+		return fmt.Errorf("%w %d", ErrVersion, v)
+	}
+	l := &layouts[v]
+	if len(b) < l.header {
+		return fmt.Errorf("header: %w", ErrShort)
 	}
 	le := binary.LittleEndian
+	s.Version = v
 	s.Engine = Engine(b[5])
 	s.Flags = le.Uint16(b[6:])
-	if s.Flags&^knownFlags != 0 {
+	if s.Flags&^l.flags != 0 {
 		return fmt.Errorf("%w %#x", ErrFlags, s.Flags)
 	}
 	s.PID = le.Uint32(b[8:])
@@ -164,8 +217,18 @@ func decode(b []byte, s *Step, d *Decoder) error {
 	s.Waiting = le.Uint32(b[56:])
 	s.KVUsage = math.Float32frombits(le.Uint32(b[60:]))
 	s.HookDropped = le.Uint32(b[64:])
-	nTok := int(le.Uint16(b[68:]))
-	nPre := int(le.Uint16(b[70:]))
+	off := 68
+	s.HookEvictedIDs = 0
+	if l.evictedIDs {
+		s.HookEvictedIDs = le.Uint32(b[off:])
+		off += 4
+	}
+	nTok := int(le.Uint16(b[off:]))
+	nPre := int(le.Uint16(b[off+2:]))
+	nRes := 0
+	if l.resumed {
+		nRes = int(le.Uint16(b[off+4:]))
+	}
 	if s.Index == 0 {
 		return ErrZeroIndex
 	}
@@ -175,13 +238,14 @@ func decode(b []byte, s *Step, d *Decoder) error {
 	if s.KVUsageKnown() && !(s.KVUsage >= 0 && s.KVUsage <= 1) {
 		return ErrKVUsage
 	}
-	r := reader{b: b, off: HeaderSize, d: d}
+	r := reader{b: b, off: l.header, d: d}
 	r.short(&s.ServiceName)
 	r.short(&s.EngineVersion)
 	r.short(&s.Host)
 	s.RequestIDs = s.RequestIDs[:0]
 	s.RequestTokens = s.RequestTokens[:0]
 	s.Preempted = s.Preempted[:0]
+	s.Resumed = s.Resumed[:0]
 	for range nTok {
 		tok := r.u16()
 		id := r.long()
@@ -191,13 +255,8 @@ func decode(b []byte, s *Step, d *Decoder) error {
 		s.RequestTokens = append(s.RequestTokens, int64(tok))
 		s.RequestIDs = append(s.RequestIDs, id)
 	}
-	for range nPre {
-		id := r.long()
-		if r.err != nil {
-			break
-		}
-		s.Preempted = append(s.Preempted, id)
-	}
+	s.Preempted = r.ids(s.Preempted, nPre)
+	s.Resumed = r.ids(s.Resumed, nRes)
 	if r.err != nil {
 		return r.err
 	}
@@ -272,14 +331,33 @@ func (r *reader) long() string {
 	return string(v)
 }
 
-// Encode writes s in wire format. The hook is the real encoder; this one
-// serves tests, fuzz seeds and benchmarks in Go. Identity strings longer
-// than 255 bytes and more than 65535 ids are not representable.
+// ids appends n length-prefixed ids to dst.
+func (r *reader) ids(dst []string, n int) []string {
+	for range n {
+		id := r.long()
+		if r.err != nil {
+			break
+		}
+		dst = append(dst, id)
+	}
+	return dst
+}
+
+// Encode writes s in wire format s.Version (zero: Version). The hook is the
+// real encoder; this one serves tests, fuzz seeds and benchmarks in Go.
+// Identity strings longer than 255 bytes, more than 65535 ids, and fields a
+// version lacks (resumed ids and evicted ids before version 2) are not
+// representable.
 func Encode(s *Step) []byte {
+	v := s.Version
+	if v == 0 {
+		v = Version
+	}
+	l := &layouts[min(int(v), Version)]
 	le := binary.LittleEndian
-	b := make([]byte, HeaderSize, HeaderSize+64)
+	b := make([]byte, l.header, l.header+64)
 	copy(b, magic[:])
-	b[4] = Version
+	b[4] = v
 	b[5] = byte(s.Engine)
 	le.PutUint16(b[6:], s.Flags)
 	le.PutUint32(b[8:], s.PID)
@@ -294,8 +372,16 @@ func Encode(s *Step) []byte {
 	le.PutUint32(b[56:], s.Waiting)
 	le.PutUint32(b[60:], math.Float32bits(s.KVUsage))
 	le.PutUint32(b[64:], s.HookDropped)
-	le.PutUint16(b[68:], uint16(len(s.RequestIDs)))
-	le.PutUint16(b[70:], uint16(len(s.Preempted)))
+	off := 68
+	if l.evictedIDs {
+		le.PutUint32(b[off:], s.HookEvictedIDs)
+		off += 4
+	}
+	le.PutUint16(b[off:], uint16(len(s.RequestIDs)))
+	le.PutUint16(b[off+2:], uint16(len(s.Preempted)))
+	if l.resumed {
+		le.PutUint16(b[off+4:], uint16(len(s.Resumed)))
+	}
 	for _, v := range []string{s.ServiceName, s.EngineVersion, s.Host} {
 		b = append(b, byte(len(v)))
 		b = append(b, v...)
@@ -308,6 +394,12 @@ func Encode(s *Step) []byte {
 	for _, id := range s.Preempted {
 		b = le.AppendUint16(b, uint16(len(id)))
 		b = append(b, id...)
+	}
+	if l.resumed {
+		for _, id := range s.Resumed {
+			b = le.AppendUint16(b, uint16(len(id)))
+			b = append(b, id...)
+		}
 	}
 	return b
 }

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepwire
 
 import (
@@ -6,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +34,10 @@ type pyStep struct {
 	Waiting         uint32   `json:"waiting"`
 	KVUsage         *float64 `json:"kv_usage"`
 	HookDropped     uint32   `json:"hook_dropped"`
+	HookEvictedIDs  uint32   `json:"hook_evicted_ids"`
+	Degraded        bool     `json:"degraded"`
+	Version         uint8    `json:"version"`
+	Resumed         []string `json:"resumed"`
 	ServiceName     string   `json:"service_name"`
 	EngineVersion   string   `json:"engine_version"`
 	Host            string   `json:"host"`
@@ -38,13 +46,24 @@ type pyStep struct {
 	Preempted       []string `json:"preempted"`
 }
 
+// fixtures returns the datagrams the real Python hooks sent: the current
+// version's in testdata/, older versions' in testdata/v<N>/ (kept as the
+// hook of that version wrote them, never regenerated).
+func fixtures(t testing.TB) []string {
+	cur, err := filepath.Glob("testdata/*.bin")
+	require.NoError(t, err)
+	old, err := filepath.Glob("testdata/v*/*.bin")
+	require.NoError(t, err)
+	return append(cur, old...)
+}
+
 // TestPythonFixtures decodes datagrams that the real Python hook sent (see
 // integrations/python/tools/gen_step_fixture.py) and compares every field
 // with what the Python decoder read from the same bytes.
 func TestPythonFixtures(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.bin")
-	require.NoError(t, err)
-	require.Len(t, files, 4)
+	files := fixtures(t)
+	require.Len(t, files, 11)
+	versions := map[uint8]int{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			buf, err := os.ReadFile(f)
@@ -56,6 +75,13 @@ func TestPythonFixtures(t *testing.T) {
 
 			var s Step
 			require.NoError(t, Decode(buf, &s))
+			versions[s.Version]++
+			if want.Version != 0 { // the v1 fixtures' JSON predates the field
+				assert.Equal(t, want.Version, s.Version)
+			}
+			assert.Equal(t, want.HookEvictedIDs, s.HookEvictedIDs)
+			assert.Equal(t, want.Degraded, s.Degraded())
+			assert.Equal(t, nilIfEmpty(want.Resumed), nilIfEmpty(s.Resumed))
 			assert.Equal(t, Engine(want.Engine), s.Engine)
 			assert.Equal(t, want.Flags, s.Flags)
 			assert.Equal(t, want.PID, s.PID)
@@ -83,6 +109,7 @@ func TestPythonFixtures(t *testing.T) {
 			assert.Equal(t, want.Preempted, nilIfEmpty(s.Preempted))
 		})
 	}
+	assert.Equal(t, map[uint8]int{1: 4, 2: 7}, versions, "both wire versions stay readable")
 }
 
 func nilIfEmpty(v []string) []string {
@@ -100,33 +127,55 @@ func nilIfEmptyInt(v []int64) []int64 {
 }
 
 func TestFixturesCoverTheInterestingCases(t *testing.T) {
-	var s Step
-	buf, err := os.ReadFile("testdata/vllm_preempt.bin")
-	require.NoError(t, err)
-	require.NoError(t, Decode(buf, &s))
-	assert.Equal(t, []string{"chatcmpl-b"}, s.Preempted)
-	buf, err = os.ReadFile("testdata/vllm_spec.bin")
-	require.NoError(t, err)
-	require.NoError(t, Decode(buf, &s))
+	read := func(name string) *Step {
+		buf, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		var s Step
+		require.NoError(t, Decode(buf, &s))
+		return &s
+	}
+	assert.Equal(t, []string{"chatcmpl-b"}, read("v1/vllm_preempt.bin").Preempted)
+	s := read("v1/vllm_spec.bin")
 	assert.Contains(t, s.RequestTokens, int64(3))
 	assert.Contains(t, s.RequestIDs, "chatcmpl-ü")
-	assert.Empty(t, s.Preempted, "slices are reset between datagrams")
+	assert.Equal(t, uint8(1), s.Version)
+
+	assert.NotEmpty(t, read("vllm_preempt.bin").Preempted)
+	assert.NotEmpty(t, read("vllm_resumed.bin").Resumed)
+	assert.NotEmpty(t, read("sglang_retract.bin").Preempted)
+	s = read("sglang_prefill.bin")
+	assert.Positive(t, s.PrefillRequests)
+	assert.Greater(t, s.ScheduledTokens, s.PrefillRequests, "prefill tokens survive SGLang's batch.copy()")
+	assert.True(t, read("sglang_degraded.bin").Degraded())
+	assert.False(t, s.Degraded())
+	assert.Greater(t, slices.Max(read("vllm_spec.bin").RequestTokens), int64(1))
 }
 
 func validStep() *Step {
 	return &Step{
-		Engine: EngineVLLM, Flags: FlagKVUsage, PID: 7, Index: 3,
+		Version: Version, Engine: EngineVLLM, Flags: FlagKVUsage | FlagDegraded, PID: 7, Index: 3,
 		StartUnixNs: 1_000, EndUnixNs: 2_000, DecodeRequests: 2, ScheduledTokens: 2,
-		KVUsage: 0.25, ServiceName: "svc", EngineVersion: "0.11.0", Host: "h",
+		KVUsage: 0.25, HookEvictedIDs: 4, ServiceName: "svc", EngineVersion: "0.11.0", Host: "h",
 		RequestIDs: []string{"a", "b"}, RequestTokens: []int64{1, 2}, Preempted: []string{"c"},
+		Resumed: []string{"d", "e"},
 	}
 }
 
+func validStepV1() *Step {
+	s := validStep()
+	s.Version, s.Flags, s.HookEvictedIDs, s.Resumed = 1, FlagKVUsage, 0, nil
+	return s
+}
+
 func TestRoundTrip(t *testing.T) {
-	want := validStep()
-	var got Step
-	require.NoError(t, Decode(Encode(want), &got))
-	assert.Equal(t, *want, got)
+	for _, want := range []*Step{validStep(), validStepV1()} {
+		var got Step
+		b := Encode(want)
+		require.NoError(t, Decode(b, &got))
+		assert.Equal(t, *want, got)
+		assert.Equal(t, want.Version, b[4])
+	}
+	assert.Len(t, Encode(validStepV1()), HeaderSizeV1+(1+3)+(1+6)+(1+1)+2*(4+1)+(2+1), "no version 2 fields")
 }
 
 func TestDecodeErrors(t *testing.T) {
@@ -140,10 +189,14 @@ func TestDecodeErrors(t *testing.T) {
 		want error
 	}{
 		{"empty", nil, ErrShort},
-		{"short header", good[:HeaderSize-1], ErrShort},
+		{"short header", good[:HeaderSizeV1-1], ErrShort},
 		{"magic", mutate(func(b []byte) []byte { b[0] = 'X'; return b }), ErrMagic},
-		{"version", mutate(func(b []byte) []byte { b[4] = 2; return b }), ErrVersion},
+		{"version 0", mutate(func(b []byte) []byte { b[4] = 0; return b }), ErrVersion},
+		{"newer version", mutate(func(b []byte) []byte { b[4] = Version + 1; return b }), ErrVersion},
+		{"short v2 header", good[:HeaderSizeV2-1], ErrShort},
 		{"flags", mutate(func(b []byte) []byte { b[7] = 0x80; return b }), ErrFlags},
+		{"degraded in v1", append(Encode(validStepV1())[:6:6], append([]byte{byte(FlagDegraded), 0}, Encode(validStepV1())[8:]...)...), ErrFlags},
+		{"truncated resumed id", good[:len(good)-2], ErrShort},
 		{"zero index", mutate(func(b []byte) []byte { clear(b[16:24]); return b }), ErrZeroIndex},
 		{"times", mutate(func(b []byte) []byte { b[39] = 0x80; return b }), ErrTimes},
 		{"kv usage", mutate(func(b []byte) []byte {
@@ -172,14 +225,14 @@ func TestEngineString(t *testing.T) {
 // FuzzDecode checks that no input panics and that whatever decodes
 // re-encodes to the same bytes.
 func FuzzDecode(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*.bin")
-	for _, p := range files {
+	for _, p := range fixtures(f) {
 		b, err := os.ReadFile(p)
 		if err == nil {
 			f.Add(b)
 		}
 	}
 	f.Add(Encode(validStep()))
+	f.Add(Encode(validStepV1()))
 	d := NewDecoder()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s, s2 Step
@@ -216,6 +269,7 @@ func TestDecoderInternsIDs(t *testing.T) {
 		d.intern([]byte(strconv.Itoa(i)))
 	}
 	assert.LessOrEqual(t, len(d.ids), maxInterned)
+	assert.Equal(t, uint64(1), d.Resets(), "reaching the limit is counted")
 }
 
 func BenchmarkDecode(b *testing.B) {

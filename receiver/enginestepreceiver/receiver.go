@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package enginestepreceiver // import "github.com/inferprof/inferprof/receiver/enginestepreceiver"
 
 import (
@@ -27,7 +30,8 @@ const (
 	// badLogInterval rate-limits the warning about undecodable datagrams.
 	badLogInterval = 10 * time.Second
 	// maxSources bounds the per-process state kept to turn the hooks'
-	// running drop counts into deltas; past it the table starts over.
+	// running counts into deltas; past it the least recently heard process
+	// is forgotten (and counted).
 	maxSources = 4096
 	// waitAfterIdle is how long the socket stays quiet before the read loop
 	// stops polling and waits on it. An engine under load steps far more
@@ -52,11 +56,20 @@ type engineStepReceiver struct {
 
 	// Owned by the read loop.
 	dec     *stepwire.Decoder
+	resets  uint64 // dec.Resets() already counted
 	step    stepwire.Step
 	conv    converter
-	dropped map[sourceKey]uint32
+	sources map[sourceKey]*source
+	tick    uint64 // orders sources by when they were last heard
 	badLog  rateLimiter
 	now     func() time.Time
+}
+
+// source is what the receiver remembers of one hook process: its running
+// counts, to turn them into deltas.
+type source struct {
+	dropped, evicted uint32
+	heard            uint64
 }
 
 type sourceKey struct {
@@ -82,7 +95,7 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*eng
 		set: set, cfg: cfg, next: next, obs: obs, tb: tb,
 		dec:     stepwire.NewDecoder(),
 		conv:    newConverter(set.BuildInfo.Version),
-		dropped: map[sourceKey]uint32{},
+		sources: map[sourceKey]*source{},
 		now:     time.Now,
 	}, nil
 }
@@ -245,10 +258,17 @@ func (r *engineStepReceiver) handle(ctx context.Context, b []byte) {
 		}
 		return
 	}
+	if n := r.dec.Resets(); n != r.resets {
+		r.tb.ReceiverEngineStepIDTableResets.Add(ctx, int64(n-r.resets))
+		r.resets = n
+	}
 	s := &r.step
-	r.countHookDrops(ctx, s)
+	r.countHookCounts(ctx, s)
 	if s.IDsTruncated() {
 		r.tb.ReceiverEngineStepTruncatedSteps.Add(ctx, 1)
+	}
+	if s.Degraded() {
+		r.tb.ReceiverEngineStepDegradedSteps.Add(ctx, 1)
 	}
 	td := r.conv.traces(s)
 	obsCtx := r.obs.StartTracesOp(ctx)
@@ -257,24 +277,51 @@ func (r *engineStepReceiver) handle(ctx context.Context, b []byte) {
 	r.tb.ReceiverEngineStepSteps.Add(ctx, 1)
 }
 
-// countHookDrops turns each hook's running drop count into deltas.
-func (r *engineStepReceiver) countHookDrops(ctx context.Context, s *stepwire.Step) {
+// countHookCounts turns each hook's running counts (dropped datagrams,
+// evicted ids) into deltas.
+func (r *engineStepReceiver) countHookCounts(ctx context.Context, s *stepwire.Step) {
 	k := sourceKey{host: s.Host, pid: s.PID, index: s.EngineIndex}
-	last, seen := r.dropped[k]
-	if !seen && len(r.dropped) >= maxSources {
-		clear(r.dropped)
+	src := r.sources[k]
+	if src == nil {
+		if len(r.sources) >= maxSources {
+			r.forgetOldestSource(ctx)
+		}
+		src = &source{}
+		r.sources[k] = src
 	}
-	var delta uint32
-	switch {
-	case s.HookDropped >= last:
-		delta = s.HookDropped - last
-	default:
-		delta = s.HookDropped // the count restarted: a forked child or a new process with the same pid
+	r.tick++
+	src.heard = r.tick
+	if d := delta(src.dropped, s.HookDropped); d > 0 {
+		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(d))
 	}
-	r.dropped[k] = s.HookDropped
-	if delta > 0 {
-		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(delta))
+	if d := delta(src.evicted, s.HookEvictedIDs); d > 0 {
+		r.tb.ReceiverEngineStepHookEvictedIds.Add(ctx, int64(d))
 	}
+	src.dropped, src.evicted = s.HookDropped, s.HookEvictedIDs
+}
+
+// delta is how far a running count moved since last; a count below last
+// restarted (a forked child, or a new process with the same pid).
+func delta(last, now uint32) uint32 {
+	if now >= last {
+		return now - last
+	}
+	return now
+}
+
+// forgetOldestSource drops the source heard least recently. It scans the
+// table, but runs only when a new process appears with the table full.
+func (r *engineStepReceiver) forgetOldestSource(ctx context.Context) {
+	var oldest sourceKey
+	var at uint64
+	first := true
+	for k, v := range r.sources {
+		if first || v.heard < at {
+			oldest, at, first = k, v.heard, false
+		}
+	}
+	delete(r.sources, oldest)
+	r.tb.ReceiverEngineStepSourcesEvicted.Add(ctx, 1)
 }
 
 // rateLimiter lets one event through per interval and counts the rest.

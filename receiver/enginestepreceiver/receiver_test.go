@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package enginestepreceiver
 
 import (
@@ -96,6 +99,19 @@ func (h *harness) counter(t *testing.T, name string) int64 {
 	return total
 }
 
+// unstarted returns a receiver to call handle on directly, and a reader of
+// its counters.
+func unstarted(t *testing.T) (*engineStepReceiver, func(name string) int64) {
+	t.Helper()
+	h := &harness{tel: componenttest.NewTelemetry()}
+	t.Cleanup(func() { require.NoError(t, h.tel.Shutdown(context.Background())) })
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = h.tel.NewTelemetrySettings()
+	r, err := newReceiver(set, &Config{Endpoint: "/unused"}, consumertest.NewNop())
+	require.NoError(t, err)
+	return r, func(name string) int64 { return h.counter(t, name) }
+}
+
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(fixtures, name))
@@ -131,8 +147,9 @@ func intSlice(v pcommon.Value) []int64 {
 
 func TestPythonDatagramsBecomeEngineStepSpans(t *testing.T) {
 	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
-	spec := readFixture(t, "vllm_spec.bin")
-	pre := readFixture(t, "vllm_preempt.bin")
+	// Version 1 datagrams, as a hook older than the collector sends them.
+	spec := readFixture(t, "v1/vllm_spec.bin")
+	pre := readFixture(t, "v1/vllm_preempt.bin")
 	h.send(t, spec, pre)
 	require.Eventually(t, func() bool { return h.sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
 
@@ -173,14 +190,40 @@ func TestPythonDatagramsBecomeEngineStepSpans(t *testing.T) {
 	assert.Equal(t, []string{"chatcmpl-a", "chatcmpl-ü", "chatcmpl-b"}, strSlice(get(names.AttrStepRequestIDs)))
 	assert.Equal(t, []int64{1, 3, 1}, intSlice(get(names.AttrStepRequestTokens)))
 	assert.Empty(t, strSlice(get(names.AttrStepPreempted)))
+	assert.Empty(t, strSlice(get(names.AttrStepResumed)))
 	_, truncated := a.Get(names.AttrStepIDsTruncated)
 	assert.False(t, truncated)
+	_, degraded := a.Get(names.AttrStepDegraded)
+	assert.False(t, degraded)
 
 	sp2 := spans(h.sink.AllTraces())[1].ScopeSpans().At(0).Spans().At(0)
 	v, _ := sp2.Attributes().Get(names.AttrStepPreempted)
 	assert.Equal(t, []string{"chatcmpl-b"}, strSlice(v))
 	assert.NotEqual(t, sp.TraceID(), sp2.TraceID(), "one trace per step")
 	assert.Equal(t, int64(2), h.counter(t, "receiver_engine_step_steps"))
+}
+
+func TestVersion2CarriesResumedAndDegraded(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	resumed := readFixture(t, "vllm_resumed.bin")
+	degraded := readFixture(t, "sglang_degraded.bin")
+	h.send(t, resumed, degraded)
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
+	var want stepwire.Step
+	require.NoError(t, stepwire.Decode(resumed, &want))
+	require.NotEmpty(t, want.Resumed)
+	all := spans(h.sink.AllTraces())
+	a := all[0].ScopeSpans().At(0).Spans().At(0).Attributes()
+	v, ok := a.Get(names.AttrStepResumed)
+	require.True(t, ok)
+	assert.Equal(t, want.Resumed, strSlice(v))
+	_, ok = a.Get(names.AttrStepDegraded)
+	assert.False(t, ok, "set only when true")
+	a = all[1].ScopeSpans().At(0).Spans().At(0).Attributes()
+	v, ok = a.Get(names.AttrStepDegraded)
+	require.True(t, ok)
+	assert.True(t, v.Bool())
+	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_degraded_steps"))
 }
 
 func TestBadDatagramsAreCountedLoggedAtARateAndNeverFatal(t *testing.T) {
@@ -220,7 +263,7 @@ func withDropped(t *testing.T, b []byte, pid, dropped uint32) []byte {
 
 func TestHookDropsAreCountedAsDeltas(t *testing.T) {
 	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
-	b := readFixture(t, "vllm_prefill.bin")
+	b := readFixture(t, "vllm_async_prefill.bin")
 	h.send(t,
 		withDropped(t, b, 10, 5), // 5 dropped before the collector came up
 		withDropped(t, b, 10, 5),
@@ -232,9 +275,54 @@ func TestHookDropsAreCountedAsDeltas(t *testing.T) {
 	assert.Equal(t, int64(11), h.counter(t, "receiver_engine_step_hook_dropped"))
 }
 
+func TestHookEvictedIDsAreCountedAsDeltas(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	b := readFixture(t, "vllm_async_prefill.bin")
+	evicted := func(pid, n uint32) []byte {
+		c := withDropped(t, b, pid, 0)
+		binary.LittleEndian.PutUint32(c[68:], n) // version 2: hook_evicted_ids
+		return c
+	}
+	h.send(t, evicted(10, 3), evicted(10, 7), evicted(11, 1))
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 3 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int64(8), h.counter(t, "receiver_engine_step_hook_evicted_ids"))
+}
+
+// TestSourcesAreBoundedAndCounted: past maxSources hook processes the one
+// heard least recently is forgotten and counted; a live one is kept.
+func TestSourcesAreBoundedAndCounted(t *testing.T) {
+	r, count := unstarted(t)
+	b := readFixture(t, "vllm_async_prefill.bin")
+	var fx stepwire.Step
+	require.NoError(t, stepwire.Decode(b, &fx))
+	key := func(pid uint32) sourceKey { return sourceKey{host: fx.Host, pid: pid, index: fx.EngineIndex} }
+	ctx := context.Background()
+	r.handle(ctx, withDropped(t, b, 1, 0)) // pid 1, heard first, and again below
+	for pid := uint32(2); pid <= maxSources+10; pid++ {
+		r.handle(ctx, withDropped(t, b, pid, 0))
+		if pid == 100 {
+			r.handle(ctx, withDropped(t, b, 1, 0))
+		}
+	}
+	assert.Len(t, r.sources, maxSources)
+	assert.Contains(t, r.sources, key(1), "recently heard: kept")
+	assert.NotContains(t, r.sources, key(2), "least recently heard: forgotten")
+	assert.Equal(t, int64(10), count("receiver_engine_step_sources_evicted"))
+}
+
+func TestIDTableResetsAreCounted(t *testing.T) {
+	r, count := unstarted(t)
+	s := stepwire.Step{Engine: stepwire.EngineVLLM, Index: 1, RequestTokens: []int64{1}}
+	for i := range 1<<16 + 1 {
+		s.RequestIDs = []string{strconv.Itoa(i)}
+		r.handle(context.Background(), stepwire.Encode(&s))
+	}
+	assert.Equal(t, int64(1), count("receiver_engine_step_id_table_resets"))
+}
+
 func TestTruncatedStepsAreMarkedAndCounted(t *testing.T) {
 	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
-	b := append([]byte(nil), readFixture(t, "vllm_prefill.bin")...)
+	b := append([]byte(nil), readFixture(t, "vllm_async_prefill.bin")...)
 	b[6] |= byte(stepwire.FlagIDsTruncated)
 	h.send(t, b)
 	require.Eventually(t, func() bool { return h.sink.SpanCount() == 1 }, 5*time.Second, 5*time.Millisecond)
@@ -257,7 +345,7 @@ func TestRefusedStepsDoNotStopTheReceiver(t *testing.T) {
 	})
 	require.NoError(t, err)
 	h := start(t, filepath.Join(socketDir(t), "s.sock"), next)
-	b := readFixture(t, "vllm_prefill.bin")
+	b := readFixture(t, "vllm_async_prefill.bin")
 	h.send(t, b, b)
 	require.Eventually(t, func() bool { return sink.SpanCount() == 1 }, 5*time.Second, 5*time.Millisecond)
 	m, err := h.tel.GetMetric("otelcol_receiver_refused_spans")
@@ -293,7 +381,7 @@ func TestStaleSocketIsReplacedLiveOneRefused(t *testing.T) {
 	require.NoError(t, err)
 
 	h := start(t, path, nil)
-	h.send(t, readFixture(t, "vllm_prefill.bin"))
+	h.send(t, readFixture(t, "vllm_async_prefill.bin"))
 	require.Eventually(t, func() bool { return h.sink.SpanCount() == 1 }, 5*time.Second, 5*time.Millisecond)
 }
 
@@ -338,6 +426,8 @@ func TestIDsAreStablePerInstanceAndStep(t *testing.T) {
 // FuzzHandle feeds arbitrary datagrams through decode and span building.
 func FuzzHandle(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(fixtures, "*.bin"))
+	old, _ := filepath.Glob(filepath.Join(fixtures, "v*", "*.bin"))
+	files = append(files, old...)
 	sort.Strings(files)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
@@ -370,7 +460,7 @@ func TestIdleReceiverWaitsAndWakes(t *testing.T) {
 	waiting := func() bool { return h.rcv.waiting.Load() }
 	require.Eventually(t, waiting, 5*time.Second, time.Millisecond, "idle loop never waited on the socket")
 
-	h.send(t, readFixture(t, "vllm_prefill.bin"))
+	h.send(t, readFixture(t, "vllm_async_prefill.bin"))
 	require.Eventually(t, func() bool { return h.sink.SpanCount() == 1 }, 5*time.Second, time.Millisecond)
 	require.Eventually(t, waiting, 5*time.Second, time.Millisecond, "loop did not go back to waiting")
 

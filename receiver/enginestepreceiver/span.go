@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package enginestepreceiver // import "github.com/inferprof/inferprof/receiver/enginestepreceiver"
 
 import (
@@ -61,7 +64,7 @@ func (c converter) traces(s *stepwire.Step) ptrace.Traces {
 	sp.SetEndTimestamp(pcommon.Timestamp(s.EndUnixNs))
 
 	a := sp.Attributes()
-	a.EnsureCapacity(12)
+	a.EnsureCapacity(14)
 	a.PutInt(names.AttrStepIndex, int64(s.Index))
 	a.PutInt(names.AttrStepPrefillReqs, int64(s.PrefillRequests))
 	a.PutInt(names.AttrStepDecodeReqs, int64(s.DecodeRequests))
@@ -81,15 +84,24 @@ func (c converter) traces(s *stepwire.Step) ptrace.Traces {
 	for _, n := range s.RequestTokens {
 		toks.AppendEmpty().SetInt(n)
 	}
-	pre := a.PutEmptySlice(names.AttrStepPreempted)
-	pre.EnsureCapacity(len(s.Preempted))
-	for _, id := range s.Preempted {
-		pre.AppendEmpty().SetStr(id)
-	}
+	putStrs(a, names.AttrStepPreempted, s.Preempted)
+	putStrs(a, names.AttrStepResumed, s.Resumed)
 	if s.IDsTruncated() {
 		a.PutBool(names.AttrStepIDsTruncated, true)
 	}
+	if s.Degraded() {
+		a.PutBool(names.AttrStepDegraded, true)
+	}
 	return td
+}
+
+// putStrs sets key to a string slice (empty when ids is).
+func putStrs(a pcommon.Map, key string, ids []string) {
+	v := a.PutEmptySlice(key)
+	v.EnsureCapacity(len(ids))
+	for _, id := range ids {
+		v.AppendEmpty().SetStr(id)
+	}
 }
 
 // ids derives a trace id (instance hash, step index) and a span id.

@@ -1,10 +1,14 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """inferprof engine step hook: one datagram per vLLM or SGLang scheduler step.
 
 Enable it with `import inferprof_hook; inferprof_hook.install()`, or let
 `inferprof-run` put the bundled sitecustomize on PYTHONPATH. It patches the
-engine's step when the engine module is imported (or at once, if it already
-is), sends each step to the collector's engine_step receiver over a Unix
-datagram socket, and never raises into the engine.
+engine where a batch meets its output (vllm.py, sglang.py) when the engine
+module is imported (or at once, if it already is), sends each step to the
+collector's engine_step receiver over a Unix datagram socket, and never
+raises into the engine.
 
 Environment:
   INFERPROF_STEP_ENDPOINT  socket path (default /tmp/inferprof/engine-step.sock)

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Process-wide hook state: configuration, the shared sender, one-time warnings."""
 
 import logging
@@ -71,8 +74,41 @@ def fail_once(where, obj=None):
         pass
 
 
+def degrade(emitter, engine, engine_version, checked, missing):
+    """Marks emitter's steps degraded when missing names anything, and logs
+    one warning naming what is missing (once per item and process).
+
+    missing holds short descriptions: "what the engine lacks (what it costs)".
+    checked names the engine versions the hook was checked against.
+    """
+    if not missing:
+        return
+    emitter.degraded = True
+    new = [m for m in missing if ("degraded", engine, m) not in _warned]
+    if not new:
+        return
+    for m in new:
+        _warned.add(("degraded", engine, m))
+    try:
+        logger.warning("inferprof: %s %s lacks %s; its engine.step spans carry "
+                       "inferprof.step.degraded=true (the hook was checked against %s)",
+                       engine, engine_version, "; ".join(new), checked)
+    except Exception:
+        pass
+
+
+_versions = {}
+
+
 def version(dist):
     """The installed version of distribution dist, or "unknown"."""
+    v = _versions.get(dist)
+    if v is None:
+        v = _versions[dist] = _version(dist)
+    return v
+
+
+def _version(dist):
     try:
         from importlib import metadata
 

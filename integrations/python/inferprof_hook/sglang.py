@@ -1,14 +1,28 @@
-"""SGLang: wraps Scheduler.run_batch and Scheduler.process_batch_result.
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
 
-One step is one batch: it starts when run_batch launches the batch and ends
-when process_batch_result has appended that batch's tokens. With the overlap
-scheduler, process_batch_result for batch N runs after run_batch(N+1), so
-launch times wait in a FIFO. Tokens a request got are the growth of
-len(req.output_ids) across process_batch_result, which also counts
-speculative tokens. Token values are never read.
+"""SGLang: wraps Scheduler.run_batch, process_batch_result and update_running_batch.
 
-Every tensor-parallel rank runs a Scheduler; only TP rank 0 reports, so a step
-is counted once.
+One step is one batch. Its make-up is captured when run_batch launches it:
+the overlap scheduler (SGLang's default) hands process_batch_result a
+batch.copy() that lacks extend_num_tokens, and only launch time has it. The
+capture waits in a FIFO until process_batch_result gets the batch (or its
+copy, which shares the batch's reqs list). A step runs from its launch, or
+from the end of the previous batch's processing if that came later (the
+overlap loop launches batch N before it processes N-1), to the end of its
+own processing. Tokens a request got are the growth of len(req.output_ids)
+across process_batch_result, which also counts speculative tokens. Token
+values are never read.
+
+Every rank of a server runs a Scheduler. Current SGLang keeps the ranks in
+self.ps (a ParallelState); a step is reported where the attention-TP, CP and
+PP ranks are 0, under engine index = attention-DP rank with DP attention,
+else the DP rank.
+
+Retractions (SGLang's preemptions) happen in update_running_batch, which
+drops retracted requests from the decode batch it is preparing; they are
+reported with that batch, and reported again as resumed when a prefill batch
+takes them back.
 """
 
 import collections
@@ -21,18 +35,53 @@ from .emitter import Emitter
 MODULE = "sglang.srt.managers.scheduler"
 _ATTR = "_inferprof_step"
 
+# The SGLang sources this hook was written and tested against (see the README).
+CHECKED = ("sgl-project/sglang main: srt/managers/scheduler.py @0003215c, "
+           "schedule_batch.py @fd3907ee, srt/distributed/parallel_state_wrapper.py @1763e085")
+
+# Bound on retracted requests waiting to be resumed; past it the oldest go.
+MAX_RETRACTED = 65536
+
+_has_update_running_batch = True
+
+
+class _Launch:
+    """A batch as run_batch launched it."""
+
+    __slots__ = ("batch", "reqs", "t0", "kind", "prefill", "decode", "scheduled",
+                 "retracted", "resumed")
+
+    def __init__(self, batch, reqs, t0):
+        self.batch = batch
+        self.reqs = reqs
+        self.t0 = t0
+        self.kind = 0  # 0: nothing to report (idle), 1: extend, 2: decode
+        self.prefill = self.decode = self.scheduled = 0
+        self.retracted = ()
+        self.resumed = ()
+
 
 class _Step:
-    __slots__ = ("emitter", "launched")
+    __slots__ = ("emitter", "launched", "last_end", "retracted", "retracted_next", "checked",
+                 "missing", "draft_tokens")
 
-    def __init__(self, emitter):
+    def __init__(self, emitter, missing, draft_tokens):
         self.emitter = emitter
-        # Launch times of batches whose results are not processed yet; the
-        # overlap loop keeps at most two in flight.
+        # Launched batches whose results are not processed yet; the overlap
+        # loop keeps at most two in flight.
         self.launched = collections.deque(maxlen=8)
+        self.last_end = 0
+        # Retracted request ids not yet resumed (dict as an ordered set).
+        self.retracted = {}
+        # Retracted while preparing the next decode batch, reported with it.
+        self.retracted_next = []
+        self.checked = False
+        self.missing = missing
+        self.draft_tokens = draft_tokens
 
 
 def patch(module):
+    global _has_update_running_batch
     cls = getattr(module, "Scheduler", None)
     if cls is None or not callable(getattr(cls, "process_batch_result", None)) \
             or not callable(getattr(cls, "run_batch", None)):
@@ -41,17 +90,41 @@ def patch(module):
                          _state.version("sglang"))
         return []
     wrapped = []
-    run = cls.__dict__.get("run_batch")
-    if run is not None:
-        if not getattr(run, "_inferprof_wrapped", False):
-            cls.run_batch = _wrap_run(run)
-        wrapped.append("run_batch")
-    proc = cls.__dict__.get("process_batch_result")
-    if proc is not None:
-        if not getattr(proc, "_inferprof_wrapped", False):
-            cls.process_batch_result = _wrap_process(proc)
-        wrapped.append("process_batch_result")
+    for name, wrap in (("run_batch", _wrap_run), ("process_batch_result", _wrap_process),
+                       ("update_running_batch", _wrap_update_running)):
+        fn = cls.__dict__.get(name)
+        if fn is None:
+            continue
+        if not getattr(fn, "_inferprof_wrapped", False):
+            setattr(cls, name, wrap(fn))
+        wrapped.append(name)
+    _has_update_running_batch = callable(getattr(cls, "update_running_batch", None))
     return wrapped
+
+
+def _ranks(sched):
+    """(reports, engine index, what is missing) for one scheduler."""
+    ps = getattr(sched, "ps", None)
+    if ps is not None:
+        attn_tp, cp, pp = ps.attn_tp_rank, ps.attn_cp_rank, ps.pp_rank
+        attn_dp, attn_dp_size, dp = ps.attn_dp_rank, ps.attn_dp_size, ps.dp_rank
+    else:
+        # SGLang before ParallelState kept the ranks on the scheduler.
+        tp = getattr(sched, "tp_rank", None)
+        if tp is None:
+            return True, 0, ["Scheduler.ps and tp_rank (every rank may report)"]
+        attn_tp = getattr(sched, "attn_tp_rank", tp)
+        cp = getattr(sched, "attn_cp_rank", 0)
+        pp = getattr(sched, "pp_rank", 0)
+        attn_dp = getattr(sched, "attn_dp_rank", 0)
+        attn_dp_size = getattr(sched, "attn_dp_size", None)
+        dp = getattr(sched, "dp_rank", None)
+    args = getattr(sched, "server_args", None)
+    dp_attention = getattr(args, "enable_dp_attention", None)
+    if dp_attention is None:
+        dp_attention = bool(attn_dp_size and attn_dp_size > 1)
+    index = (attn_dp if dp_attention else dp) or 0
+    return (attn_tp or 0) == 0 and (cp or 0) == 0 and (pp or 0) == 0, index, []
 
 
 def _state_of(sched):
@@ -59,10 +132,14 @@ def _state_of(sched):
     if st is None:
         st = False
         try:
-            if (getattr(sched, "tp_rank", 0) or 0) == 0:
-                index = getattr(sched, "dp_rank", None) or 0
+            reports, index, missing = _ranks(sched)
+            if reports:
+                draft = 0
+                args = getattr(sched, "server_args", None)
+                if getattr(args, "speculative_algorithm", None):
+                    draft = getattr(args, "speculative_num_draft_tokens", 0) or 0
                 st = _Step(Emitter(wire.ENGINE_SGLANG, "sglang", _state.version("sglang"),
-                                   index, _state.sender()))
+                                   index, _state.sender()), missing, draft)
         except Exception:
             _state.fail_once("sglang attach", sched)
             st = False
@@ -74,16 +151,95 @@ def _wrap_run(fn):
     time_ns = time.time_ns
 
     @functools.wraps(fn)
-    def run_batch(self, *args, **kwargs):
+    def run_batch(self, batch, *args, **kwargs):
         st = self.__dict__.get(_ATTR)
         if st is None:
             st = _state_of(self)
-        if st is not False:
-            st.launched.append(time_ns())
-        return fn(self, *args, **kwargs)
+        if st is False:
+            return fn(self, batch, *args, **kwargs)
+        launch = None
+        try:
+            launch = _capture(st, batch, time_ns())
+        except Exception:
+            _state.fail_once("sglang run_batch", self)
+        out = fn(self, batch, *args, **kwargs)
+        if launch is not None:
+            st.launched.append(launch)
+        return out
 
     run_batch._inferprof_wrapped = True
     return run_batch
+
+
+def _capture(st, batch, t0):
+    reqs = batch.reqs
+    launch = _Launch(batch, reqs, t0)
+    fm = batch.forward_mode
+    if fm.is_decode():
+        launch.kind = 2
+        launch.decode = n = len(reqs)
+        launch.scheduled = n * st.draft_tokens if st.draft_tokens else n
+    elif fm.is_extend():
+        launch.kind = 1
+        decoding = getattr(batch, "decoding_reqs", None)  # mixed chunk: running reqs merged in
+        launch.decode = len(decoding) if decoding else 0
+        launch.prefill = len(reqs) - launch.decode
+        try:
+            launch.scheduled = batch.extend_num_tokens
+        except AttributeError:
+            launch.scheduled = 0
+            _state.degrade(st.emitter, "SGLang", _state.version("sglang"), CHECKED,
+                           ["ScheduleBatch.extend_num_tokens (prefill steps report 0 scheduled tokens)"])
+        pending = st.retracted
+        if pending:
+            back = [r.rid for r in reqs if r.rid in pending]
+            for rid in back:
+                del pending[rid]
+            launch.resumed = back
+    if st.retracted_next and launch.kind:
+        launch.retracted, st.retracted_next = st.retracted_next, []
+    return launch
+
+
+def _wrap_update_running(fn):
+    @functools.wraps(fn)
+    def update_running_batch(self, batch, *args, **kwargs):
+        st = self.__dict__.get(_ATTR)
+        if st is None:
+            st = _state_of(self)
+        if st is False:
+            return fn(self, batch, *args, **kwargs)
+        reqs0 = batch.reqs
+        n0 = len(reqs0)
+        out = fn(self, batch, *args, **kwargs)
+        try:
+            # filter_batch and retract_decode build new reqs lists, so reqs0
+            # still holds the batch as it came in.
+            after = out.reqs if out is not None else ()
+            if len(after) < n0:
+                _retracted(st, reqs0, after)
+        except Exception:
+            _state.fail_once("sglang update_running_batch", self)
+        return out
+
+    update_running_batch._inferprof_wrapped = True
+    return update_running_batch
+
+
+def _retracted(st, before, after):
+    kept = {id(r) for r in after}
+    pending = st.retracted
+    for r in before:
+        # Finished requests leave through filter_batch; aborted ones carry
+        # to_finish. What is left went back to the waiting queue.
+        if id(r) in kept or r.finished() or getattr(r, "to_finish", None) is not None:
+            continue
+        rid = r.rid
+        st.retracted_next.append(rid)
+        if rid not in pending and len(pending) >= MAX_RETRACTED:
+            del pending[next(iter(pending))]
+            st.emitter.evicted += 1
+        pending[rid] = None
 
 
 def _wrap_process(fn):
@@ -96,44 +252,68 @@ def _wrap_process(fn):
             st = _state_of(self)
         if st is False:
             return fn(self, batch, *args, **kwargs)
-        before = None
+        launch = before = None
         try:
-            reqs = tuple(batch.reqs)
-            before = [len(r.output_ids) for r in reqs]
+            launch = _match(st, batch)
+            if launch.kind:
+                before = [len(r.output_ids) for r in batch.reqs]
         except Exception:
             _state.fail_once("sglang before", self)
         out = fn(self, batch, *args, **kwargs)
         t1 = time_ns()
         if before is not None:
             try:
-                _after(self, st, batch, reqs, before, t1)
+                _after(self, st, batch, launch, before, t1)
             except Exception:
                 _state.fail_once("sglang step", self)
+        st.last_end = t1
         return out
 
     process_batch_result._inferprof_wrapped = True
     return process_batch_result
 
 
-def _after(sched, st, batch, reqs, before, t1):
-    t0 = st.launched.popleft() if st.launched else t1
-    fm = batch.forward_mode
-    if fm.is_decode():
-        decode = len(reqs)
-        prefill = 0
-        scheduled = decode
-    elif fm.is_extend():
-        decoding = getattr(batch, "decoding_reqs", None)
-        decode = len(decoding) if decoding else 0
-        prefill = len(reqs) - decode
-        scheduled = getattr(batch, "extend_num_tokens", None) or 0
-    else:
-        return  # idle or dummy batches carry no requests
+def _match(st, batch):
+    """The launch of batch: the batch itself (normal loop) or the batch whose
+    copy() this is (overlap loop: the copy shares its reqs list)."""
+    q = st.launched
+    reqs = batch.reqs
+    for i, launch in enumerate(q):
+        if launch.batch is batch or launch.reqs is reqs:
+            for _ in range(i):
+                q.popleft()  # launched, never processed
+            return q.popleft()
+    # Not launched through run_batch (or its launch was evicted): what the
+    # batch itself still says, from the previous step's end.
+    return _capture(st, batch, st.last_end or time.time_ns())
+
+
+def _check(sched, st, batch):
+    st.checked = True
+    missing = list(st.missing)
+    if not _has_update_running_batch:
+        missing.append("Scheduler.update_running_batch (no retractions)")
+    if batch.reqs and not hasattr(batch.reqs[0], "output_ids"):
+        missing.append("Req.output_ids (no tokens)")
+    if not (hasattr(sched, "running_batch") and hasattr(sched, "waiting_queue")):
+        missing.append("Scheduler.running_batch/waiting_queue (queues reported as 0)")
+    if not (hasattr(sched, "max_total_num_tokens") and hasattr(sched, "token_to_kv_pool_allocator")
+            and hasattr(sched, "tree_cache")):
+        missing.append("Scheduler.token_to_kv_pool_allocator/tree_cache (no KV cache usage)")
+    _state.degrade(st.emitter, "SGLang", _state.version("sglang"), CHECKED, missing)
+
+
+def _after(sched, st, batch, launch, before, t1):
+    if not st.checked:
+        _check(sched, st, batch)
+    t0 = launch.t0
+    if t0 < st.last_end:
+        t0 = st.last_end  # overlap: launched while the previous batch was processed
     em = st.emitter
     ids = em.ids
     entries = []
     i = 0
-    for r in reqs:
+    for r in batch.reqs:
         n = len(r.output_ids) - before[i]
         i += 1
         if n > 0:
@@ -142,8 +322,10 @@ def _after(sched, st, batch, reqs, before, t1):
             if e is None:
                 e = em.entry(rid)
             entries.append(e if n == 1 else wire.with_tokens(e, n))
-            if getattr(r, "finished_reason", None) is not None:
-                ids.pop(rid, None)
+        if r.finished_reason is not None:
+            ids.pop(r.rid, None)
+    if not (launch.scheduled or entries or launch.retracted):
+        return
     try:
         rb = sched.running_batch
         running = len(rb.reqs) if rb is not None else 0
@@ -159,4 +341,6 @@ def _after(sched, st, batch, reqs, before, t1):
             kv = 1.0 - free / total
     except Exception:
         kv = None
-    em.emit(t0, t1, prefill, decode, scheduled, running, waiting, kv, entries, ())
+    em.emit(t0, t1, launch.prefill, launch.decode, launch.scheduled, running, waiting, kv,
+            entries, [wire.id_bytes(r) for r in launch.retracted] if launch.retracted else (),
+            [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else ())

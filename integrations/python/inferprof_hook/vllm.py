@@ -1,78 +1,120 @@
-"""vLLM v1: wraps EngineCore.step and EngineCore.step_with_batch_queue.
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
 
-EngineCore binds self.step_fn to one of the two in __init__, so the class is
-patched as soon as vllm.v1.engine.core is imported, before any engine exists.
-The scheduler's SchedulerOutput is caught by wrapping that engine's
-scheduler.schedule on the instance, which works for custom scheduler classes.
+"""vLLM v1: one step per scheduler.update_from_output(scheduler_output, ...).
+
+With async scheduling (the default) EngineCore.step_with_batch_queue
+schedules batch N+1 and only then hands batch N's model output to
+update_from_output, so the SchedulerOutput a call of step() scheduled is not
+the one whose tokens it returns. The one place where a batch and its tokens
+meet is update_from_output(scheduler_output, model_output): the hook wraps
+it on the engine's scheduler instance (which covers custom and async
+scheduler classes) and emits from there. scheduler.schedule is wrapped too,
+to learn when each batch was scheduled.
+
+A step runs from when its batch was scheduled, or from the end of the
+previous update if that came later, to the return of its update.
+
+EngineCore.__init__ is patched at class level, so the hook attaches to every
+engine as it is built. EngineCore.preprocess_add_request is patched to
+record the API request id of each request as it arrives: vLLM makes its own
+id f"{api_id}-{random8}", and the request spans carry the API id. An id
+leaves the table when the scheduler lists it in finished_req_ids, which
+covers aborts too.
 
 Only counts and request ids are read: never prompt or output token values
 (the length of new_token_ids is the number of tokens a request got).
 """
 
+import collections
 import functools
 import time
-from operator import countOf
 
 from . import _state, wire
 from .emitter import Emitter
 
 MODULE = "vllm.v1.engine.core"
-METHODS = ("step", "step_with_batch_queue")
 _ATTR = "_inferprof_step"
+
+# The vLLM sources this hook was written and tested against (see the README).
+CHECKED = ("vllm-project/vllm main: v1/engine/core.py @00080ee1, "
+           "v1/core/sched/scheduler.py @00024d31, output.py @00e8f1fd, "
+           "async_scheduler.py @014b2350, engine/input_processor.py @009daaee")
+
+# Bound on preempted requests waiting to be resumed; past it the oldest go.
+MAX_PREEMPTED = 65536
 
 
 class _Step:
     """Hook state attached to one EngineCore instance."""
 
-    __slots__ = ("emitter", "scheduler", "last_so")
+    __slots__ = ("emitter", "scheduler", "scheduled", "last_end", "preempted", "checked",
+                 "has_preprocess")
 
-    def __init__(self, emitter, scheduler):
+    def __init__(self, emitter, scheduler, has_preprocess):
         self.emitter = emitter
         self.scheduler = scheduler
-        self.last_so = None
+        # (SchedulerOutput, time schedule() was called), oldest first. The
+        # batch queue holds at most max_concurrent_batches of them.
+        self.scheduled = collections.deque(maxlen=16)
+        self.last_end = 0
+        # Preempted request ids not yet resumed (dict as an ordered set).
+        self.preempted = {}
+        self.checked = False
+        self.has_preprocess = has_preprocess
 
 
 def patch(module):
-    """Wraps the step methods of module.EngineCore; returns the names wrapped."""
+    """Patches module.EngineCore; returns the names wrapped."""
     cls = getattr(module, "EngineCore", None)
-    if cls is None or not callable(getattr(cls, "step", None)):
-        _state.warn_once("vllm", "inferprof: vLLM %s has no v1 EngineCore.step; "
+    init = getattr(cls, "__init__", None) if cls is not None else None
+    if cls is None or not callable(getattr(cls, "step", None)) or init is object.__init__:
+        _state.warn_once("vllm", "inferprof: vLLM %s has no v1 EngineCore; "
                          "engine step spans are off", _state.version("vllm"))
         return []
     wrapped = []
-    for name in METHODS:
-        fn = cls.__dict__.get(name)
-        if fn is None:
-            continue
+    fn = cls.__dict__.get("__init__")
+    if fn is not None:
         if not getattr(fn, "_inferprof_wrapped", False):
-            setattr(cls, name, _wrap(fn))
-        wrapped.append(name)
+            cls.__init__ = _wrap_init(fn)
+        wrapped.append("__init__")
+    fn = cls.__dict__.get("preprocess_add_request")
+    if fn is not None:
+        if not getattr(fn, "_inferprof_wrapped", False):
+            cls.preprocess_add_request = _wrap_preprocess(fn)
+        wrapped.append("preprocess_add_request")
     return wrapped
 
 
-def _wrap(fn):
-    time_ns = time.time_ns
-
+def _wrap_init(fn):
     @functools.wraps(fn)
-    def step(self, *args, **kwargs):
-        st = self.__dict__.get(_ATTR)
-        if st is None:
-            st = _attach(self)
-        if st is False:
-            return fn(self, *args, **kwargs)
-        t0 = time_ns()
-        # vLLM calls step() without arguments; a plain call is cheaper than
-        # unpacking empty ones.
-        out = fn(self, *args, **kwargs) if args or kwargs else fn(self)
-        t1 = time_ns()
+    def __init__(self, *args, **kwargs):
+        fn(self, *args, **kwargs)
+        if _ATTR not in self.__dict__:
+            _attach(self)
+
+    __init__._inferprof_wrapped = True
+    return __init__
+
+
+def _wrap_preprocess(fn):
+    @functools.wraps(fn)
+    def preprocess_add_request(self, request, *args, **kwargs):
+        out = fn(self, request, *args, **kwargs)
+        # Runs on vLLM's input thread, before the request reaches the
+        # scheduler; request_id is already the engine's own id here.
         try:
-            _after(st, out, t0, t1)
+            st = self.__dict__.get(_ATTR)
+            if st:
+                ext = getattr(request, "external_req_id", None)
+                if ext:
+                    st.emitter.alias(request.request_id, ext)
         except Exception:
-            _state.fail_once("vllm step", self)
+            _state.fail_once("vllm preprocess_add_request", self)
         return out
 
-    step._inferprof_wrapped = True
-    return step
+    preprocess_add_request._inferprof_wrapped = True
+    return preprocess_add_request
 
 
 def _attach(core):
@@ -80,21 +122,17 @@ def _attach(core):
     st = False
     try:
         sched = core.scheduler
+        update = sched.update_from_output
+        schedule = sched.schedule
         index = getattr(core, "engine_index", None)
         if index is None:
             pc = getattr(getattr(core, "vllm_config", None), "parallel_config", None)
             index = getattr(pc, "data_parallel_rank", 0) or 0
         st = _Step(Emitter(wire.ENGINE_VLLM, "vllm", _state.version("vllm"), index,
-                           _state.sender()), sched)
-        schedule = sched.schedule
-
-        @functools.wraps(schedule)
-        def caught_schedule(*args, **kwargs):
-            so = schedule(*args, **kwargs) if args or kwargs else schedule()
-            st.last_so = so
-            return so
-
-        sched.schedule = caught_schedule
+                           _state.sender()), sched,
+                   callable(getattr(type(core), "preprocess_add_request", None)))
+        sched.schedule = _wrap_schedule(st, schedule)
+        sched.update_from_output = _wrap_update(st, update)
     except Exception:
         _state.fail_once("vllm attach", core)
         st = False
@@ -102,57 +140,176 @@ def _attach(core):
     return st
 
 
-def _after(st, out, t0, t1):
-    so = st.last_so
-    st.last_so = None
-    em = st.emitter
+def _wrap_schedule(st, schedule):
+    time_ns = time.time_ns
+    scheduled = st.scheduled
+
+    @functools.wraps(schedule)
+    def caught_schedule(*args, **kwargs):
+        t = time_ns()
+        so = schedule(*args, **kwargs)
+        scheduled.append((so, t))
+        return so
+
+    return caught_schedule
+
+
+def _wrap_update(st, update):
+    time_ns = time.time_ns
+
+    @functools.wraps(update)
+    def update_from_output(scheduler_output, model_output, *args, **kwargs):
+        out = update(scheduler_output, model_output, *args, **kwargs)
+        t1 = time_ns()
+        try:
+            _after(st, scheduler_output, out, t1)
+        except Exception:
+            _state.fail_once("vllm step", st.scheduler)
+        st.last_end = t1
+        return out
+
+    return update_from_output
+
+
+def _scheduled_at(st, so, t1):
+    """When so was scheduled; drops older entries that never got an update."""
+    q = st.scheduled
+    while q:
+        s, t = q.popleft()
+        if s is so:
+            return t
+    return st.last_end or t1
+
+
+def _check(st, so):
+    """First step: what this vLLM version offers that the hook reads."""
+    st.checked = True
+    missing = []
+    cached = getattr(so, "scheduled_cached_reqs", None)
+    if not st.has_preprocess:
+        missing.append("EngineCore.preprocess_add_request (ids may stay engine-internal)")
+    if not hasattr(so, "finished_req_ids"):
+        missing.append("SchedulerOutput.finished_req_ids (ids leave the table only at its limit)")
+    if not hasattr(so, "preempted_req_ids"):
+        missing.append("SchedulerOutput.preempted_req_ids (no preemptions)")
+    if cached is None or not (hasattr(cached, "resumed_req_ids") or hasattr(cached, "resumed_from_preemption")):
+        missing.append("CachedRequestData.resumed_req_ids (no resumptions)")
+    if cached is None or not hasattr(cached, "num_output_tokens"):
+        missing.append("CachedRequestData.num_output_tokens (prefill/decode split estimated)")
     sched = st.scheduler
-    if so is not None and so.scheduled_new_reqs:
-        _alias_new(em, sched, so.scheduled_new_reqs)  # before their first token
+    if not hasattr(getattr(sched, "kv_cache_manager", None), "usage"):
+        missing.append("KVCacheManager.usage (no KV cache usage)")
+    if not (hasattr(sched, "running") and hasattr(sched, "waiting")):
+        missing.append("Scheduler.running/waiting (queues reported as 0)")
+    _state.degrade(st.emitter, "vLLM", _state.version("vllm"), CHECKED, missing)
+
+
+def _after(st, so, out, t1):
+    t0 = _scheduled_at(st, so, t1)
+    if t0 < st.last_end:
+        t0 = st.last_end  # async: scheduled while the previous batch was updated
+    if not st.checked:
+        _check(st, so)
+    em = st.emitter
+    ids = em.ids
+    new = so.scheduled_new_reqs
+    if new:
+        _alias_new(em, st.scheduler, new)  # before their first token
     outputs = out[0] if type(out) is tuple else out
     entries = []
     if outputs:
-        ids = em.ids
         # dict[client_index, EngineCoreOutputs] in current vLLM, one
         # EngineCoreOutputs in early v1 releases.
         for eco in (outputs.values() if type(outputs) is dict else (outputs,)):
             for o in eco.outputs:
-                rid = o.request_id
                 n = len(o.new_token_ids)
                 if n:
+                    rid = o.request_id
                     e = ids.get(rid) or em.entry(rid)
                     entries.append(e if n == 1 else wire.with_tokens(e, n))
-                if o.finish_reason is not None:
-                    ids.pop(rid, None)
-    if so is None:
-        if not entries:
-            return  # an idle call: nothing scheduled, nothing produced
-        prefill = decode = scheduled = 0
-        preempted = ()
+    # Plain attribute reads with try: on this path getattr() with a default
+    # costs more than the rest of the block, and try is free when nothing raises.
+    try:
+        finished = so.finished_req_ids
+    except AttributeError:
+        finished = None
+    try:
+        pre = so.preempted_req_ids
+    except AttributeError:
+        pre = None
+    scheduled = so.total_num_scheduled_tokens
+    # A schedule() that found nothing to run (requests waiting for remote KV
+    # or grammar compilation) is not a step; vLLM retries it every 1 ms.
+    if scheduled or entries or pre:
+        _emit(st, em, so, new, scheduled, entries, pre, t0, t1)
+    if finished:
+        pre = st.preempted
+        for rid in finished:
+            ids.pop(rid, None)
+            if pre:
+                pre.pop(rid, None)
+
+
+def _emit(st, em, so, new, scheduled, entries, pre, t0, t1):
+    cached = so.scheduled_cached_reqs
+    req_ids = cached.req_ids
+    pending = st.preempted
+    try:
+        resumed = cached.resumed_req_ids
+    except AttributeError:
+        flags = getattr(cached, "resumed_from_preemption", None)
+        resumed = {r for r, f in zip(req_ids, flags) if f} if flags else None
+    if pending and new:
+        # The v2 model runner lists resumed requests as new ones.
+        back = [nr.req_id for nr in new if nr.req_id in pending]
+        if back:
+            resumed = set(resumed or ()) | set(back)
+    nst = so.num_scheduled_tokens
+    spec = so.scheduled_spec_decode_tokens
+    try:
+        num_out = cached.num_output_tokens
+    except AttributeError:
+        num_out = None
+    n_cached = len(req_ids)
+    if num_out is not None and len(num_out) != n_cached:
+        num_out = None
+    # A cached request is decoding when it was scheduled one token plus its
+    # drafts and has output tokens (placeholders included); anything else is
+    # a prompt chunk, or the recompute of a resumed request.
+    new_tokens = 0
+    for nr in new:
+        new_tokens += nst.get(nr.req_id, 0)
+    drafts = 0
+    if spec:
+        for d in spec.values():
+            drafts += len(d)
+    if scheduled - new_tokens == n_cached + drafts:
+        # Every cached request got exactly 1 + its drafts (each gets at
+        # least that), the common all-decode step: no per-request loop.
+        decode = n_cached - num_out.count(0) if num_out is not None else n_cached
     else:
-        nst = so.num_scheduled_tokens
-        scheduled = so.total_num_scheduled_tokens
-        total = len(nst)
-        # A decode request is scheduled one token plus its draft tokens; any
-        # other count is a prompt chunk.
-        decode = countOf(nst.values(), 1)
-        # Plain attribute reads: on this path getattr() with a default costs
-        # more than the rest of the block, and try is free when nothing raises.
-        try:
-            spec = so.scheduled_spec_decode_tokens
-        except AttributeError:
-            spec = None
-        if spec:
-            decode += len(spec)
-            if decode > total:
-                decode = total
-        prefill = total - decode
-        try:
-            pre = so.preempted_req_ids
-        except AttributeError:
-            pre = None
-        # An id's wire form is its one-token entry without the count.
-        preempted = [em.entry(r)[2:] for r in pre] if pre else ()
+        decode = 0
+        for i, rid in enumerate(req_ids):
+            if nst.get(rid) == 1 + len(spec.get(rid, ())) and (num_out is None or num_out[i]):
+                decode += 1
+    prefill = len(new) + n_cached - decode
+    resumed_b = ()
+    if resumed:
+        resumed_b = [em.id_bytes(r) for r in resumed]
+        for r in resumed:
+            pending.pop(r, None)
+    preempted_b = ()
+    if pre:
+        preempted_b = [em.id_bytes(r) for r in pre]
+        for r in pre:
+            if r not in pending and len(pending) >= MAX_PREEMPTED:
+                try:
+                    del pending[next(iter(pending))]
+                    em.evicted += 1
+                except (RuntimeError, StopIteration, KeyError):
+                    pass
+            pending[r] = None
+    sched = st.scheduler
     try:
         running = len(sched.running)
         waiting = len(sched.waiting)
@@ -162,15 +319,20 @@ def _after(st, out, t0, t1):
         kv = sched.kv_cache_manager.usage
     except Exception:
         kv = None
-    em.emit(t0, t1, prefill, decode, scheduled, running, waiting, kv, entries, preempted)
+    em.emit(t0, t1, prefill, decode, scheduled, running, waiting, kv, entries,
+            preempted_b, resumed_b)
 
 
 def _alias_new(em, sched, new_reqs):
-    """Newer vLLM suffixes the API request id to make the engine's own; the
-    request spans carry the API one, so report that."""
+    """Fallback for requests preprocess_add_request did not see: some vLLM
+    versions keep the API id on the engine-side Request."""
+    ids = em.ids
     reqs = getattr(sched, "requests", None)
-    if reqs is not None:
-        for nr in new_reqs:
-            ext = getattr(reqs.get(nr.req_id), "external_req_id", None)
+    if reqs is None:
+        return
+    for nr in new_reqs:
+        rid = nr.req_id
+        if rid not in ids:
+            ext = getattr(reqs.get(rid), "external_req_id", None)
             if ext:
-                em.alias(nr.req_id, ext)
+                em.alias(rid, ext)

@@ -1,4 +1,7 @@
-"""Encoder for the engine step datagram, wire format version 1.
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Encoder for the engine step datagram, wire format version 2.
 
 The layout is specified in docs/step-wire.md; internal/stepwire decodes it in
 the collector. Everything is little-endian. The encoder is on the engine's
@@ -9,7 +12,7 @@ cached, length-prefixed request ids.
 import struct
 
 MAGIC = b"IPST"
-VERSION = 1
+VERSION = 2
 
 ENGINE_UNKNOWN = 0
 ENGINE_VLLM = 1
@@ -17,12 +20,17 @@ ENGINE_SGLANG = 2
 
 FLAG_IDS_TRUNCATED = 0x0001
 FLAG_KV_USAGE = 0x0002
+# The engine lacked something the hook reads (named in the engine's log), so
+# some fields of this step are estimates or absent.
+FLAG_DEGRADED = 0x0004
 
 # magic, version, engine, flags, pid, engine_index, step, start_ns, end_ns,
 # prefill, decode, scheduled_tokens, running, waiting, kv_usage,
-# hook_dropped, n_token_entries, n_preempted
-HEADER = struct.Struct("<4sBBHIIQqqIIIIIfIHH")
-HEADER_SIZE = HEADER.size  # 72
+# hook_dropped, hook_evicted_ids, n_token_entries, n_preempted, n_resumed
+HEADER = struct.Struct("<4sBBHIIQqqIIIIIfIIHHH")
+HEADER_SIZE = HEADER.size  # 78
+# Version 1 (read by decode only): no hook_evicted_ids, no resumed ids.
+HEADER_V1 = struct.Struct("<4sBBHIIQqqIIIIIfIHH")
 
 # A datagram never exceeds this, so it fits the default Linux socket buffers;
 # entries past it are dropped and FLAG_IDS_TRUNCATED is set.
@@ -71,13 +79,14 @@ def with_tokens(entry1, n):
 
 def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
            scheduled_tokens, running, waiting, kv_usage, hook_dropped, ident,
-           entries, preempted):
+           entries, preempted, resumed=(), hook_evicted_ids=0, degraded=False):
     """Returns one datagram.
 
-    entries is a list of encoded token entries (see entry), preempted a list
-    of id_bytes; kv_usage is a float in 0..1 or None when unknown.
+    entries is a list of encoded token entries (see entry), preempted and
+    resumed lists of id_bytes; kv_usage is a float in 0..1 or None when
+    unknown.
     """
-    flags = 0
+    flags = FLAG_DEGRADED if degraded else 0
     if kv_usage is None or kv_usage != kv_usage:  # unknown, or NaN
         kv = 0.0
     else:
@@ -85,13 +94,10 @@ def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
         flags |= FLAG_KV_USAGE
     if end_ns < start_ns:
         end_ns = start_ns
-    n = len(entries)
-    m = len(preempted)
-    body = b"".join(entries)
-    pre = b"".join(preempted) if m else b""
-    if HEADER_SIZE + len(ident) + len(body) + len(pre) > MAX_DATAGRAM or n > 0xFFFF or m > 0xFFFF:
-        body, n, m = truncate(MAX_DATAGRAM - HEADER_SIZE - len(ident), entries, preempted)
-        pre = b""
+    n, m, k = len(entries), len(preempted), len(resumed)
+    body = b"".join(entries) + b"".join(preempted) + b"".join(resumed)
+    if HEADER_SIZE + len(ident) + len(body) > MAX_DATAGRAM or max(n, m, k) > 0xFFFF:
+        body, n, m, k = truncate(MAX_DATAGRAM - HEADER_SIZE - len(ident), entries, preempted, resumed)
         flags |= FLAG_IDS_TRUNCATED
     # Counts are non-negative and far below 2**32; masking keeps pack from
     # raising on anything odd without a function call per field.
@@ -99,7 +105,7 @@ def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
         MAGIC, VERSION, engine, flags, pid & U32, engine_index & U32,
         step & 0xFFFFFFFFFFFFFFFF, start_ns, end_ns, prefill & U32, decode & U32,
         scheduled_tokens & U32, running & U32, waiting & U32, kv,
-        hook_dropped & U32, n, m), ident, body, pre))
+        hook_dropped & U32, hook_evicted_ids & U32, n, m, k), ident, body))
 
 
 def prefix(engine):
@@ -114,58 +120,76 @@ def head_struct(ident):
     return struct.Struct("<6s" + HEADER.format[5:] + "%ds" % len(ident))
 
 
-def truncate(room, entries, preempted):
-    """Keeps the entries, then preempted ids, that fit in room bytes.
+def truncate(room, entries, *id_lists):
+    """Keeps the entries, then the ids of each of id_lists in turn, that fit
+    in room bytes.
 
-    Returns the joined bytes and how many of each were kept."""
-    kept, size = [], 0
-    for e in entries:
-        if size + len(e) > room or len(kept) == 0xFFFF:
-            return b"".join(kept), len(kept), 0
-        kept.append(e)
-        size += len(e)
-    pre = []
-    for p in preempted:
-        if size + len(p) > room or len(pre) == 0xFFFF:
+    Returns the joined bytes and how many of entries and of each id list
+    were kept."""
+    kept, size, counts = [], 0, []
+    for group in (entries,) + id_lists:
+        n = 0
+        for e in group:
+            if size + len(e) > room or n == 0xFFFF:
+                break
+            kept.append(e)
+            size += len(e)
+            n += 1
+        counts.append(n)
+        if n < len(group):
+            # Nothing after a cut: the receiver marks the step truncated.
+            counts += [0] * (len(id_lists) + 1 - len(counts))
             break
-        pre.append(p)
-        size += len(p)
-    return b"".join(kept + pre), len(kept), len(pre)
+    return (b"".join(kept),) + tuple(counts)
 
 
 def decode(buf):
-    """Decodes a datagram into a dict. Used by tests and tools, never by the hook."""
-    if len(buf) < HEADER_SIZE:
+    """Decodes a datagram (version 1 or 2) into a dict. Used by tests and
+    tools, never by the hook."""
+    if len(buf) < HEADER_V1.size:
         raise ValueError("short datagram: %d bytes" % len(buf))
-    (magic, version, engine, flags, pid, engine_index, step, start_ns, end_ns,
-     prefill, decode_, sched, running, waiting, kv, dropped, n, m) = HEADER.unpack_from(buf, 0)
-    if magic != MAGIC or version != VERSION:
+    version = buf[4]
+    if buf[:4] != MAGIC or version not in (1, VERSION):
         raise ValueError("bad magic or version")
-    off = HEADER_SIZE
+    if version == 1:
+        (_, _, engine, flags, pid, engine_index, step, start_ns, end_ns, prefill, decode_,
+         sched, running, waiting, kv, dropped, n, m) = HEADER_V1.unpack_from(buf, 0)
+        evicted, k, off = 0, 0, HEADER_V1.size
+    else:
+        if len(buf) < HEADER_SIZE:
+            raise ValueError("short datagram: %d bytes" % len(buf))
+        (_, _, engine, flags, pid, engine_index, step, start_ns, end_ns, prefill, decode_,
+         sched, running, waiting, kv, dropped, evicted, n, m, k) = HEADER.unpack_from(buf, 0)
+        off = HEADER_SIZE
     strings = []
     for _ in range(3):
         ln = buf[off]
         strings.append(bytes(buf[off + 1:off + 1 + ln]).decode("utf-8"))
         off += 1 + ln
-    ids, toks, pre = [], [], []
+    ids, toks = [], []
     for _ in range(n):
         (t,) = _U16.unpack_from(buf, off)
         (ln,) = _U16.unpack_from(buf, off + 2)
         toks.append(t)
         ids.append(bytes(buf[off + 4:off + 4 + ln]).decode("utf-8"))
         off += 4 + ln
-    for _ in range(m):
-        (ln,) = _U16.unpack_from(buf, off)
-        pre.append(bytes(buf[off + 2:off + 2 + ln]).decode("utf-8"))
-        off += 2 + ln
+    lists = []
+    for count in (m, k):
+        got = []
+        for _ in range(count):
+            (ln,) = _U16.unpack_from(buf, off)
+            got.append(bytes(buf[off + 2:off + 2 + ln]).decode("utf-8"))
+            off += 2 + ln
+        lists.append(got)
     if off != len(buf):
         raise ValueError("trailing bytes")
     return {
-        "engine": engine, "flags": flags, "pid": pid, "engine_index": engine_index,
-        "step": step, "start_ns": start_ns, "end_ns": end_ns, "prefill": prefill,
-        "decode": decode_, "scheduled_tokens": sched, "running": running,
+        "version": version, "engine": engine, "flags": flags, "pid": pid,
+        "engine_index": engine_index, "step": step, "start_ns": start_ns, "end_ns": end_ns,
+        "prefill": prefill, "decode": decode_, "scheduled_tokens": sched, "running": running,
         "waiting": waiting, "kv_usage": kv if flags & FLAG_KV_USAGE else None,
-        "hook_dropped": dropped, "service_name": strings[0],
+        "hook_dropped": dropped, "hook_evicted_ids": evicted,
+        "degraded": bool(flags & FLAG_DEGRADED), "service_name": strings[0],
         "engine_version": strings[1], "host": strings[2], "request_ids": ids,
-        "request_tokens": toks, "preempted": pre,
+        "request_tokens": toks, "preempted": lists[0], "resumed": lists[1],
     }

@@ -1,13 +1,16 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Measures what the engine step hook adds to one engine step, with timeit.
 
   python3 integrations/python/tools/bench_hook.py [--repeat 2000]
   python3 integrations/python/tools/bench_hook.py --instructions   # needs valgrind
 
 The step under test does no engine work: it calls scheduler.schedule() and
-returns prebuilt outputs shaped like vLLM's (every request decoding one
-token), so the difference between the wrapped and the bare step is the
-hook's cost per step: two clock reads, reading the batch, encoding and
-sending one datagram. Times are CPU time of the engine process
+scheduler.update_from_output() on prebuilt SchedulerOutput and outputs shaped
+like vLLM's (every request decoding one token), so the difference between
+the wrapped and the bare step is the hook's cost per step: two clock reads,
+reading the batch, encoding and sending one datagram. Times are CPU time of the engine process
 (time.process_time: user and system, so the send system call counts), the
 median of --repeat timeit runs of 8 steps each. The target is under 5 us per
 step.
@@ -39,34 +42,50 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "fakes")]
 
 STEPS_PER_RUN = 8  # under the stock 10-datagram socket queue
 
-def make_engine(core, n):
-    """An engine whose step returns a prebuilt n-request decode batch."""
-    sched = core.Scheduler(max_running=n)
-    for i in range(n):
-        r = core.Request("chatcmpl-%032x-%d" % (i, i), prompt_len=100, max_tokens=1 << 30,
-                         external_req_id="chatcmpl-%032x" % i)
-        sched.requests[r.request_id] = r
-        r.num_computed_tokens = 100
-        sched.running.append(r)
-    so = core.SchedulerOutput()
-    for r in sched.running:
-        so.num_scheduled_tokens[r.request_id] = 1
-    so.total_num_scheduled_tokens = n
-    outs = {0: core.EngineCoreOutputs([core.EngineCoreOutput(r.request_id, [0]) for r in sched.running])}
-    sched.schedule = lambda: so
+def make_engine(n):
+    """An engine class whose step schedules a prebuilt n-request decode batch
+    and hands prebuilt vLLM-shaped outputs to scheduler.update_from_output,
+    the two calls the hook wraps."""
+    from vllm.v1.core.sched.output import CachedRequestData, SchedulerOutput
+    from vllm.v1.engine import EngineCoreOutput, EngineCoreOutputs
+
+    ids = ["chatcmpl-%032x-%08x" % (i, i) for i in range(n)]
+    cached = CachedRequestData(list(ids), set(), [100] * n, [5] * n)
+    so = SchedulerOutput([], cached, {r: 1 for r in ids}, n, {}, set())
+    outs = {0: EngineCoreOutputs([EngineCoreOutput(r, [0]) for r in ids])}
 
     class KV:
-        usage = 0.42  # vLLM's usage is O(1) (free blocks / total); the fake's is not
+        usage = 0.42  # vLLM's usage is O(1) (free blocks / total)
 
-    sched.kv_cache_manager = KV()
+    class Scheduler:
+        running = ids
+        waiting = ()
+        kv_cache_manager = KV()
+
+        def schedule(self):
+            return so
+
+        def update_from_output(self, scheduler_output, model_output):
+            return outs
 
     class Engine:
-        def __init__(self):
-            self.scheduler = sched
+        def __init__(self, hooked):
+            self.scheduler = Scheduler()
+            self.engine_index = 0
+            if hooked:
+                from inferprof_hook import vllm as vhook
+
+                vhook._attach(self)
+                em = self.__dict__["_inferprof_step"].emitter
+                for i, r in enumerate(ids):  # the API ids, as preprocess_add_request records them
+                    em.alias(r, "chatcmpl-%032x" % i)
+
+        def preprocess_add_request(self, request):
+            """Present, as on EngineCore (the ids above stand for what it records)."""
 
         def step(self):
-            self.scheduler.schedule()
-            return outs, True
+            sched = self.scheduler
+            return sched.update_from_output(sched.schedule(), None), True
 
     return Engine
 
@@ -95,13 +114,7 @@ def per_step_us(fn, setup, repeat):
 def loop(requests, steps, hooked):
     """Runs steps engine steps, collector absent; what --instructions counts."""
     os.environ["INFERPROF_STEP_ENDPOINT"] = "/nonexistent/inferprof-bench.sock"
-    from inferprof_hook import vllm as vhook
-    from vllm.v1.engine import core
-
-    Engine = make_engine(core, requests)
-    if hooked:
-        Engine = type("Hooked", (Engine,), {"step": vhook._wrap(Engine.step)})
-    step = Engine().step
+    step = make_engine(requests)(hooked).step
     for _ in range(steps):
         step()
 
@@ -138,8 +151,7 @@ def main():
     d = tempfile.mkdtemp()
     path = os.path.join(d, "s.sock")
     os.environ["INFERPROF_STEP_ENDPOINT"] = path
-    from inferprof_hook import _state, vllm as vhook
-    from vllm.v1.engine import core
+    from inferprof_hook import _state
 
     print("python %s; hook CPU cost per step, median of %d runs x %d steps"
           % (sys.version.split()[0], args.repeat, STEPS_PER_RUN))
@@ -153,11 +165,10 @@ def main():
         try:
             for n in (1, 32, 256):
                 _state.reset()
-                Engine = make_engine(core, n)
-                bare = Engine()
-                Hooked = type("Hooked", (Engine,), {"step": vhook._wrap(Engine.step)})
-                hooked = Hooked()
-                hooked.step()  # attach and connect outside the timing
+                Engine = make_engine(n)
+                bare = Engine(False)
+                hooked = Engine(True)
+                hooked.step()  # check and connect outside the timing
                 s = _state.sender()
                 setup = emptied(s)
                 b = per_step_us(bare.step, setup, args.repeat)

@@ -1,54 +1,87 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
 """Writes Python-encoded step datagrams for the Go decoder's tests.
 
   python3 integrations/python/tools/gen_step_fixture.py internal/stepwire/testdata
 
-It runs the real hook on the fake vLLM and SGLang engines, catches what the
-hook sends on a real Unix socket, and writes each datagram as <name>.bin next
-to <name>.json, the values Python's decoder reads from it. The Go test decodes
-the .bin files and compares with the .json, so encoder and decoder cannot drift.
+It runs the real hook on the fake vLLM and SGLang engines (the scenarios of
+tests/fakes/drive.py), keeps the bytes the hook hands its socket, and writes
+a few interesting datagrams as <name>.bin next to <name>.json, the values
+Python's decoder reads from them. The Go test decodes the .bin files and
+compares with the .json, so encoder and decoder cannot drift. Older wire
+versions live in testdata/v<N>/ and are never regenerated: they are what
+older hooks sent.
 """
 
 import json
 import os
-import socket
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "fakes")]
 
 
+class Capture:
+    sent = dropped = 0
+
+    def __init__(self):
+        self.datagrams = []
+
+    def send(self, data):
+        self.datagrams.append(bytes(data))
+        self.sent += 1
+        return True
+
+    def close(self):
+        pass
+
+
 def main(out):
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "s.sock")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(path)
-        sock.setblocking(False)
-        os.environ["INFERPROF_STEP_ENDPOINT"] = path
-        os.environ["OTEL_SERVICE_NAME"] = "fixture-svc"
-        import inferprof_hook
-        from inferprof_hook import wire
+    os.environ["OTEL_SERVICE_NAME"] = "fixture-svc"
+    import inferprof_hook
+    from inferprof_hook import _state, wire
 
-        inferprof_hook.install()
-        from vllm.v1.engine import core
+    import drive
 
-        sched = core.Scheduler(max_running=4, preempt_at={2: "b-int"})
-        sched.add_request(core.Request("a-int", 12, 5, external_req_id="chatcmpl-a"))
-        sched.add_request(core.Request("b-int", 7, 5, external_req_id="chatcmpl-b"))
-        sched.add_request(core.Request("c-int", 9, 5, external_req_id="chatcmpl-ü", accepted=[1, 3]))
-        eng = core.EngineCore(sched, engine_index=1)
-        got = {}
-        for name in ("vllm_prefill", "vllm_preempt", "vllm_spec"):
-            eng.step_fn()
-            got[name] = sock.recv(1 << 20)
-        from sglang.srt.managers import scheduler as s
+    inferprof_hook.install()
 
-        sg = s.Scheduler()
-        sg.add(s.Req("sg-1", 5, 2))
-        sg.event_loop_normal(1)
-        got["sglang_prefill"] = sock.recv(1 << 20)
-        sock.close()
+    def run(fn):
+        _state.reset()
+        cap = _state._sender = Capture()
+        fn()
+        return [(b, wire.decode(b)) for b in cap.datagrams]
+
+    def first(steps, pred):
+        return next(b for b, d in steps if pred(d))
+
+    got = {}
+    va = run(lambda: drive.vllm_scenario(engine_index=1))
+    got["vllm_async_prefill"] = first(va, lambda d: d["prefill"] >= 2)
+    got["vllm_preempt"] = first(va, lambda d: d["preempted"])
+    got["vllm_resumed"] = first(va, lambda d: d["resumed"])
+    vs = run(lambda: drive.vllm_scenario(sync=True))
+    got["vllm_spec"] = first(vs, lambda d: max(d["request_tokens"] or [0]) > 1)
+    sg = run(lambda: drive.sglang_scenario())
+    got["sglang_prefill"] = first(sg, lambda d: d["prefill"])
+    got["sglang_retract"] = first(sg, lambda d: d["preempted"])
+
+    from sglang.srt.managers import schedule_batch, scheduler
+
+    orig = schedule_batch.ScheduleBatch.prepare_for_extend
+
+    def old_prepare(b):  # an SGLang without extend_num_tokens
+        orig(b)
+        del b.extend_num_tokens
+
+    schedule_batch.ScheduleBatch.prepare_for_extend = old_prepare
+    try:
+        dg = run(lambda: scheduler.Scheduler(scheduler.ServerArgs(),
+                                             arrivals={1: [scheduler.Req("old-1", 5, 2)]}).run_event_loop())
+    finally:
+        schedule_batch.ScheduleBatch.prepare_for_extend = orig
+    got["sglang_degraded"] = first(dg, lambda d: d["degraded"])
+
     for name, buf in got.items():
         with open(os.path.join(out, name + ".bin"), "wb") as f:
             f.write(buf)

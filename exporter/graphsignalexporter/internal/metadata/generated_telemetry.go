@@ -26,6 +26,7 @@ type TelemetryBuilder struct {
 	meter                            metric.Meter
 	mu                               sync.Mutex
 	registrations                    []metric.Registration
+	GraphsignalFoldedFrames          metric.Int64Counter
 	GraphsignalLocalDroppedSeries    metric.Int64Counter
 	GraphsignalRejectedItems         metric.Int64Counter
 	GraphsignalRejectedUploads       metric.Int64Counter
@@ -62,6 +63,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.GraphsignalFoldedFrames, err = builder.meter.Int64Counter(
+		"otelcol_graphsignal_folded_frames",
+		metric.WithDescription("Profile frames counted in the frame `other` because their profile already had 249 named frames (Graphsignal's writer caps a profile at 250). [Development]"),
+		metric.WithUnit("{frame}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.GraphsignalLocalDroppedSeries, err = builder.meter.Int64Counter(
 		"otelcol_graphsignal_local_dropped_series",
 		metric.WithDescription("Series the local /signals store refused because it holds its maximum of 5000. [Development]"),

@@ -19,11 +19,15 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.GraphsignalFoldedFrames.Add(context.Background(), 1)
 	tb.GraphsignalLocalDroppedSeries.Add(context.Background(), 1)
 	tb.GraphsignalRejectedItems.Add(context.Background(), 1)
 	tb.GraphsignalRejectedUploads.Add(context.Background(), 1)
 	tb.GraphsignalTruncatedTags.Add(context.Background(), 1)
 	tb.GraphsignalUnsupportedDatapoints.Add(context.Background(), 1)
+	AssertEqualGraphsignalFoldedFrames(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualGraphsignalLocalDroppedSeries(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())

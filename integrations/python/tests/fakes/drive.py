@@ -1,85 +1,143 @@
-"""Drives a fake engine loop with the hook loaded, for subprocess and e2e tests.
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Drives a fake engine with the hook loaded, for subprocess and e2e tests.
 
-  python3 drive.py --engine vllm --steps 20 [--step-ms 1] [--batch-queue]
+  python3 drive.py --engine vllm [--sync] [--tokens 6] [--step-ms 1]
+  python3 drive.py --engine sglang [--normal] [--tp 4] [--dp 2 --dp-attention]
 
 Run it with PYTHONPATH=<repo>/integrations/python/bootstrap:<this folder> so
 the hook arrives through sitecustomize, as under inferprof-run. It prints one
-JSON object: the steps the hook must have reported (request ids under their
-API ids, tokens each) computed from the engine's own outputs, and the hook's
-sent/dropped counts.
+JSON object: "steps", what the hook must have reported, one entry per batch
+the engine ran (in order per engine_index), taken from the fake engine's own
+bookkeeping and left out where the batch scheduled nothing, produced nothing
+and preempted nothing; and the hook's sent/dropped counts.
+
+The vLLM scenario goes through the whole request path (the client assigns
+f"{api_id}-{random8}" engine ids, the input thread preprocesses): requests
+arrive while others run, one is chunked, one uses speculative decoding
+(sync only, as in vLLM), one waits for remote KV (empty schedules), one is
+aborted mid-decode, and the KV cache is small enough to preempt and resume.
+The SGLang scenario runs every TP rank of a server with a small KV pool, so
+decode batches retract requests that later resume.
 """
 
 import argparse
 import json
+import os
 import sys
 
 
-def _vllm(args):
+def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=0, hold=None):
+    """Runs the vLLM scenario; returns the truth per batch. hold, if set, is
+    called with the engine after it is built."""
+    from vllm.v1.core.sched.scheduler import AsyncScheduler, Scheduler
     from vllm.v1.engine import core
 
-    sched = core.Scheduler(max_running=4, preempt_at={5: "cmpl-1-internal"})
-    # Enough work for every step: 6 requests of up to 4*steps tokens.
-    for i in range(6):
-        sched.add_request(core.Request(
-            "cmpl-%d-internal" % i, prompt_len=16 + i, max_tokens=3 + i * args.steps,
-            external_req_id="cmpl-%d" % i, accepted=[1, 3, 2] if i == 2 else None))
-    ext = {rid: r.external_req_id for rid, r in sched.requests.items()}
-    engine = core.EngineCoreProc(sched, step_time=args.step_ms / 1000.0,
-                                 batch_queue_size=2 if args.batch_queue else 1)
-    expected = []
-    while len(expected) < args.steps:
-        outputs, executed = engine.step_fn()
-        if not outputs and not executed:
-            break
-        ids, toks = [], []
-        for eco in (outputs or {}).values():
-            for o in eco.outputs:
-                if len(o.new_token_ids):
-                    ids.append(ext[o.request_id])
-                    toks.append(len(o.new_token_ids))
-        expected.append({"request_ids": ids, "request_tokens": toks})
-    return expected
+    t = tokens
+    sched = (Scheduler if sync else AsyncScheduler)(
+        max_num_seqs=4, max_num_batched_tokens=40, kv_tokens=kv_tokens)
+    proc = core.EngineCoreProc(sched, step_time=step_ms / 1000.0,
+                               async_scheduling=not sync, engine_index=engine_index)
+    if hold is not None:
+        hold(proc)
+    client = core.Client(proc)
+    events = {
+        0: [("add", "cmpl-0", 12, t + 2, {}), ("add", "cmpl-1", 30, 3 * t, {}),
+            ("add", "cmpl-2", 8, 2 * t, {"accept": [1, 3, 2]} if sync else {})],
+        2: [("add", "cmpl-3", 10, 2 * t, {})],
+        3: [("add", "cmpl-4", 9, t, {"remote_kv_wait": 2})],
+        5: [("abort", "cmpl-1")],
+        7: [("add", "cmpl-5", 20, 2 * t, {})],
+    }
+    late = ("add", "cmpl-6", 6, t, {"remote_kv_wait": 4})  # alone: empty schedules first
+    i = 0
+    try:
+        while True:
+            for ev in events.pop(i, ()):
+                if ev[0] == "add":
+                    client.add(ev[1], ev[2], ev[3], **ev[4])
+                else:
+                    client.abort(ev[1])
+            client.sync()
+            proc._process_input_queue()
+            if not proc.has_work():
+                if events:
+                    i = min(events)
+                    continue
+                if late is None:
+                    break
+                client.add(late[1], late[2], late[3], **late[4])
+                client.sync()
+                late = None
+                continue
+            proc._process_engine_step()
+            i += 1
+    finally:
+        proc.shutdown()
+    return [dict(s, engine_index=engine_index) for s in sched.truth]
 
 
-def _sglang(args):
+def sglang_scenario(normal=False, tokens=6, kv_tokens=50, step_ms=0.0, tp=1, dp=1, dp_attention=False,
+                    scheduler_class=None):
+    """Runs the SGLang scenario on every rank; returns the truth per batch
+    of the ranks that report (attention-TP rank 0)."""
     from sglang.srt.managers import scheduler as s
 
-    sched = s.Scheduler()
-    for i in range(4):
-        sched.add(s.Req("rid-%d" % i, 8 + i, max_new_tokens=2 + i * args.steps,
-                        accepted=[2, 1] if i == 1 else None))
-    expected = []
-    orig = sched.process_batch_result
+    server = s.ServerArgs(tp_size=tp, dp_size=dp, enable_dp_attention=dp_attention,
+                          disable_overlap_schedule=normal, max_running_requests=4)
+    t = tokens
+    out = []
+    for tp_rank, attn_dp_rank in s.ranks(server):
+        # Every rank of an attention-DP group serves the same requests.
+        # Under DP attention the second group's requests come later, so its
+        # ranks run IDLE batches with their peers first.
+        g = "g%d-" % attn_dp_rank if dp_attention else ""
+        o = 2 * attn_dp_rank
+        arrivals = {
+            1 + o: [s.Req(g + "rid-0", 12, t + 2), s.Req(g + "rid-1", 9, 2 * t, accept=[2, 1]),
+                    s.Req(g + "rid-2", 7, 2 * t)],
+            3 + o: [s.Req(g + "rid-3", 10, t)],
+            4 + o: [s.Req(g + "rid-4", 8, 2 * t)],
+        }
+        sched = (scheduler_class or s.Scheduler)(
+            server, tp_rank=tp_rank, kv_tokens=kv_tokens, step_time=step_ms / 1000.0,
+            arrivals=arrivals, dp_rank=0 if not dp_attention else None)
+        sched.run_event_loop()
+        if sched.ps.attn_tp_rank == 0:
+            index = attn_dp_rank if dp_attention else 0
+            out += [dict(st, engine_index=index) for st in sched.truth]
+    return out
 
-    def record(batch, result):
-        before = [len(r.output_ids) for r in batch.reqs]
-        orig(batch, result)
-        ids, toks = [], []
-        for r, b in zip(batch.reqs, before):
-            if len(r.output_ids) > b:
-                ids.append(r.rid)
-                toks.append(len(r.output_ids) - b)
-        expected.append({"request_ids": ids, "request_tokens": toks})
 
-    # Record through the class method so the hook's wrapper runs inside.
-    sched.process_batch_result = record
-    sched.event_loop_normal(args.steps)
-    return expected
+def reported(step):
+    """Whether the hook sends a datagram for this batch."""
+    return bool(step["scheduled_tokens"] or step["request_ids"] or step["preempted"])
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--sync", action="store_true", help="vLLM: no batch queue (async scheduling off)")
+    p.add_argument("--normal", action="store_true", help="SGLang: event_loop_normal, not overlap")
+    p.add_argument("--tokens", type=int, default=6, help="scales the requests' max tokens")
+    p.add_argument("--kv-tokens", type=int, default=0, help="KV cache capacity in tokens")
     p.add_argument("--step-ms", type=float, default=0.0)
-    p.add_argument("--batch-queue", action="store_true")
+    p.add_argument("--engine-index", type=int, default=0)
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--dp-attention", action="store_true")
     args = p.parse_args()
-    expected = _vllm(args) if args.engine == "vllm" else _sglang(args)
+    if not args.kv_tokens:
+        args.kv_tokens = 60 if args.engine == "vllm" else 50
+    if args.engine == "vllm":
+        steps = vllm_scenario(args.sync, args.tokens, args.kv_tokens, args.step_ms, args.engine_index)
+    else:
+        steps = sglang_scenario(args.normal, args.tokens, args.kv_tokens, args.step_ms, args.tp, args.dp,
+                                args.dp_attention)
     import inferprof_hook
 
-    import os
-
-    json.dump({"steps": expected, "stats": inferprof_hook.stats(), "pid": os.getpid(),
+    json.dump({"steps": [st for st in steps if reported(st)], "batches": len(steps),
+               "stats": inferprof_hook.stats(), "pid": os.getpid(),
                "patched": inferprof_hook.patched()}, sys.stdout)
 
 

@@ -27,7 +27,11 @@ type TelemetryBuilder struct {
 	mu                               sync.Mutex
 	registrations                    []metric.Registration
 	ReceiverEngineStepBadDatagrams   metric.Int64Counter
+	ReceiverEngineStepDegradedSteps  metric.Int64Counter
 	ReceiverEngineStepHookDropped    metric.Int64Counter
+	ReceiverEngineStepHookEvictedIds metric.Int64Counter
+	ReceiverEngineStepIDTableResets  metric.Int64Counter
+	ReceiverEngineStepSourcesEvicted metric.Int64Counter
 	ReceiverEngineStepSteps          metric.Int64Counter
 	ReceiverEngineStepTruncatedSteps metric.Int64Counter
 }
@@ -67,10 +71,34 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{datagram}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepDegradedSteps, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_degraded_steps",
+		metric.WithDescription("Steps whose hook found the engine lacking something it reads (marked inferprof.step.degraded). [Development]"),
+		metric.WithUnit("{step}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverEngineStepHookDropped, err = builder.meter.Int64Counter(
 		"otelcol_receiver_engine_step_hook_dropped",
 		metric.WithDescription("Step datagrams the engine-side hooks dropped (collector absent or socket queue full), as the hooks reported them in later datagrams. [Development]"),
 		metric.WithUnit("{step}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepHookEvictedIds, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_hook_evicted_ids",
+		metric.WithDescription("Request ids the engine-side hooks evicted from their bounded tables (API ids, preemptions awaiting resumption) at the limit, as the hooks reported them; such a request may be reported under the engine's internal id, or its resumption go unreported. [Development]"),
+		metric.WithUnit("{id}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepIDTableResets, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_id_table_resets",
+		metric.WithDescription("Times the receiver's request id intern table reached its limit and started over (costs allocations, loses nothing). [Development]"),
+		metric.WithUnit("{reset}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepSourcesEvicted, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_sources_evicted",
+		metric.WithDescription("Hook processes whose running counts the receiver forgot because it tracks at most 4096 (the least recently heard goes first); a forgotten process's next counts are taken whole. [Development]"),
+		metric.WithUnit("{source}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverEngineStepSteps, err = builder.meter.Int64Counter(

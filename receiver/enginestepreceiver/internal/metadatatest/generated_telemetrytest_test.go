@@ -20,13 +20,29 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ReceiverEngineStepBadDatagrams.Add(context.Background(), 1)
+	tb.ReceiverEngineStepDegradedSteps.Add(context.Background(), 1)
 	tb.ReceiverEngineStepHookDropped.Add(context.Background(), 1)
+	tb.ReceiverEngineStepHookEvictedIds.Add(context.Background(), 1)
+	tb.ReceiverEngineStepIDTableResets.Add(context.Background(), 1)
+	tb.ReceiverEngineStepSourcesEvicted.Add(context.Background(), 1)
 	tb.ReceiverEngineStepSteps.Add(context.Background(), 1)
 	tb.ReceiverEngineStepTruncatedSteps.Add(context.Background(), 1)
 	AssertEqualReceiverEngineStepBadDatagrams(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepDegradedSteps(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverEngineStepHookDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepHookEvictedIds(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepIDTableResets(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepSourcesEvicted(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverEngineStepSteps(t, testTel,

@@ -1,1 +1,4 @@
-"""Test double shaped like the real package; see engine.py."""
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Fake of the sglang.srt package."""

@@ -1,225 +1,218 @@
-"""A fake of vllm.v1.engine.core, shaped like vLLM v1 (late 2025).
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Fake of vllm/v1/engine/core.py (vllm-project/vllm @00080ee1).
 
-EngineCore.step schedules through scheduler.schedule(), "executes" the model
-and returns (dict[client_index, EngineCoreOutputs], model_executed), binding
-self.step_fn in __init__ exactly as vLLM does. The scheduler admits waiting
-requests with their whole prompt (one prefill step that also yields the first
-token), then decodes one token a step, or several with speculative decoding.
-Requests can be preempted on a chosen step and are then recomputed.
+The call structure is the real one:
+- EngineCore.__init__ builds the scheduler and binds self.step_fn to step,
+  or to step_with_batch_queue when max_concurrent_batches > 1 (async
+  scheduling, vLLM's default).
+- step(): schedule, execute_model(non_block), sample_tokens when the
+  execute future holds None, _process_aborts_queue, then
+  scheduler.update_from_output(scheduler_output, model_output).
+- step_with_batch_queue(): schedules a new batch and launches it; while the
+  queue is not full it returns (None, executed) without waiting. Once full,
+  it pops the oldest batch, waits for it, and calls update_from_output for
+  that batch, so the call that schedules batch N+1 returns batch N.
+- post_step() hands draft tokens to the scheduler (sync scheduling only).
+- preprocess_add_request(EngineCoreRequest) runs on the input thread and
+  returns (Request, wave); add_request puts the Request into the scheduler.
+- EngineCoreProc: the busy loop. Its input thread (process_input_sockets;
+  here fed by a queue standing in for ZMQ) preprocesses ADD requests and
+  puts aborts on both the input queue and aborts_queue; a step that
+  executed nothing while requests remain sleeps 1 ms and steps again.
 
-Prompt and output token values exist only as guarded containers: reading a
-value (rather than the length) raises, so tests prove the hook never does.
+Scheduler, executor and requests are the fakes in this package. Tests pass
+them in instead of a VllmConfig.
 """
 
 import collections
+import queue
+import threading
 import time
 
-
-class Guarded(list):
-    """A token list whose length may be read but whose values may not."""
-
-    reads = 0
-
-    def _deny(self, *a, **k):
-        Guarded.reads += 1
-        raise AssertionError("token values were read")
-
-    __iter__ = _deny
-    __getitem__ = _deny
-    __contains__ = _deny
-    __repr__ = _deny
+from vllm.v1.core.sched.scheduler import AsyncScheduler, Scheduler
+from vllm.v1.engine import EngineCoreRequest, EngineCoreRequestType
+from vllm.v1.engine.input_processor import InputProcessor
+from vllm.v1.executor import Executor
+from vllm.v1.request import Request, RequestStatus
 
 
-class EngineCoreOutput:
-    __slots__ = ("request_id", "new_token_ids", "finish_reason")
-
-    def __init__(self, request_id, new_token_ids, finish_reason=None):
-        self.request_id = request_id
-        self.new_token_ids = new_token_ids
-        self.finish_reason = finish_reason
+class ParallelConfig:
+    def __init__(self, data_parallel_rank=0):
+        self.data_parallel_rank = data_parallel_rank
 
 
-class EngineCoreOutputs:
-    __slots__ = ("outputs", "scheduler_stats", "engine_index")
-
-    def __init__(self, outputs, engine_index=0):
-        self.outputs = outputs
-        self.scheduler_stats = None
-        self.engine_index = engine_index
-
-
-class NewRequestData:
-    def __init__(self, req):
-        self.req_id = req.request_id
-        self._req = req
+class VllmConfig:
+    def __init__(self, data_parallel_rank=0, async_scheduling=False):
+        self.parallel_config = ParallelConfig(data_parallel_rank)
+        self.async_scheduling = async_scheduling
 
     @property
-    def prompt_token_ids(self):
-        return self._req.prompt_token_ids
-
-
-class CachedRequestData:
-    def __init__(self, req_ids, num_computed_tokens):
-        self.req_ids = req_ids
-        self.num_computed_tokens = num_computed_tokens
-
-
-class SchedulerOutput:
-    def __init__(self):
-        self.scheduled_new_reqs = []
-        self.scheduled_cached_reqs = CachedRequestData([], [])
-        self.num_scheduled_tokens = {}
-        self.total_num_scheduled_tokens = 0
-        self.scheduled_spec_decode_tokens = {}
-        self.preempted_req_ids = set()
-        self.finished_req_ids = set()
-
-
-class Request:
-    def __init__(self, request_id, prompt_len, max_tokens, external_req_id=None,
-                 accepted=None):
-        self.request_id = request_id
-        self.external_req_id = external_req_id
-        self.prompt_token_ids = Guarded([0] * prompt_len)
-        self.num_prompt_tokens = prompt_len
-        self.num_computed_tokens = 0
-        self.max_tokens = max_tokens
-        self.num_output_tokens = 0
-        # Tokens per decode step with speculative decoding (cycled), or None.
-        self.accepted = accepted
-        self.decode_steps = 0
-        self.status = "WAITING"
-
-
-class KVCacheManager:
-    def __init__(self, scheduler, blocks):
-        self._scheduler = scheduler
-        self._blocks = blocks
-
-    @property
-    def usage(self):
-        used = sum(r.num_computed_tokens for r in self._scheduler.running)
-        return min(1.0, used / float(self._blocks))
-
-
-class Scheduler:
-    def __init__(self, max_running=8, kv_tokens=4096, preempt_at=None):
-        self.requests = {}
-        self.waiting = collections.deque()
-        self.running = []
-        self.kv_cache_manager = KVCacheManager(self, kv_tokens)
-        self.max_running = max_running
-        # step number -> request id to preempt on that step
-        self.preempt_at = dict(preempt_at or {})
-        self.steps = 0
-
-    def add_request(self, req):
-        self.requests[req.request_id] = req
-        self.waiting.append(req)
-
-    def has_requests(self):
-        return bool(self.waiting or self.running)
-
-    def schedule(self):
-        self.steps += 1
-        so = SchedulerOutput()
-        victim = self.preempt_at.pop(self.steps, None)
-        if victim is not None:
-            req = self.requests[victim]
-            self.running.remove(req)
-            req.num_computed_tokens = 0
-            req.status = "PREEMPTED"
-            self.waiting.appendleft(req)
-            so.preempted_req_ids.add(victim)
-        for req in self.running:
-            if req.accepted:
-                k = req.accepted[req.decode_steps % len(req.accepted)]
-                so.num_scheduled_tokens[req.request_id] = k
-                so.scheduled_spec_decode_tokens[req.request_id] = [0] * (k - 1)
-            else:
-                so.num_scheduled_tokens[req.request_id] = 1
-            so.scheduled_cached_reqs.req_ids.append(req.request_id)
-            so.scheduled_cached_reqs.num_computed_tokens.append(req.num_computed_tokens)
-        skipped = []
-        while self.waiting and len(self.running) < self.max_running:
-            req = self.waiting.popleft()
-            if req.request_id == victim:
-                skipped.append(req)  # not back in the step that preempted it
-                continue
-            req.status = "RUNNING"
-            self.running.append(req)
-            so.scheduled_new_reqs.append(NewRequestData(req))
-            # A recomputed request prefills its prompt and earlier outputs.
-            so.num_scheduled_tokens[req.request_id] = req.num_prompt_tokens + req.num_output_tokens
-        self.waiting.extendleft(skipped)
-        so.total_num_scheduled_tokens = sum(so.num_scheduled_tokens.values())
-        return so
-
-    def update_from_output(self, so, model_output):
-        outs = []
-        for rid, n_sched in so.num_scheduled_tokens.items():
-            req = self.requests[rid]
-            req.num_computed_tokens += n_sched
-            if req.accepted and rid in so.scheduled_spec_decode_tokens:
-                n = n_sched
-                req.decode_steps += 1
-            else:
-                n = 1
-            n = min(n, req.max_tokens - req.num_output_tokens)
-            req.num_output_tokens += n
-            finish = None
-            if req.num_output_tokens >= req.max_tokens:
-                finish = "length"
-                self.running.remove(req)
-                del self.requests[rid]
-            outs.append(EngineCoreOutput(rid, Guarded([0] * n), finish))
-        return {0: EngineCoreOutputs(outs)}
-
-
-class Executor:
-    def __init__(self, step_time=0.0):
-        self.step_time = step_time
-
-    def execute_model(self, so):
-        if self.step_time:
-            time.sleep(self.step_time)
-        return object()
+    def max_concurrent_batches(self):
+        return 2 if self.async_scheduling else 1
 
 
 class EngineCore:
-    """Inner loop of the fake engine, shaped like vLLM's."""
+    """Inner loop of the fake engine."""
 
-    def __init__(self, scheduler, step_time=0.0, batch_queue_size=1, engine_index=0):
+    def __init__(self, scheduler=None, step_time=0.0, async_scheduling=False, data_parallel_rank=0,
+                 executor=None):
+        self.vllm_config = VllmConfig(data_parallel_rank, async_scheduling)
+        if scheduler is None:
+            scheduler = (AsyncScheduler if async_scheduling else Scheduler)()
         self.scheduler = scheduler
-        self.model_executor = Executor(step_time)
-        self.engine_index = engine_index
-        self.batch_queue_size = batch_queue_size
-        self.batch_queue = collections.deque() if batch_queue_size > 1 else None
+        self.model_executor = executor or Executor(scheduler, step_time)
+        self.batch_queue_size = self.vllm_config.max_concurrent_batches
+        self.batch_queue = None
+        if self.batch_queue_size > 1:
+            self.batch_queue = collections.deque(maxlen=self.batch_queue_size)
         self.step_fn = self.step if self.batch_queue is None else self.step_with_batch_queue
+        self.async_scheduling = async_scheduling
+        self.aborts_queue = queue.Queue()
+        self.check_for_draft_tokens = True
+
+    def add_request(self, request, request_wave=0):
+        if not isinstance(request.request_id, str):
+            raise TypeError("request_id must be a string")
+        self.scheduler.add_request(request)
+
+    def abort_requests(self, request_ids):
+        self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
+
+    def preprocess_add_request(self, request):
+        req = Request.from_engine_core_request(request)
+        # Ground truth only: which API id an engine id stands for.
+        self.scheduler.external[request.request_id] = request.external_req_id or request.request_id
+        return req, request.current_wave
+
+    def _should_throttle_prefills(self):
+        return False
 
     def step(self):
         if not self.scheduler.has_requests():
             return {}, False
-        so = self.scheduler.schedule()
-        model_output = self.model_executor.execute_model(so)
-        outputs = self.scheduler.update_from_output(so, model_output)
-        return outputs, so.total_num_scheduled_tokens > 0
+        scheduler_output = self.scheduler.schedule(self._should_throttle_prefills())
+        future = self.model_executor.execute_model(scheduler_output, non_block=True)
+        model_output = future.result()
+        if model_output is None:
+            model_output = self.model_executor.sample_tokens(None)
+        self._process_aborts_queue()
+        engine_core_outputs = self.scheduler.update_from_output(scheduler_output, model_output)
+        return engine_core_outputs, scheduler_output.total_num_scheduled_tokens > 0
+
+    def post_step(self, model_executed):
+        if self.check_for_draft_tokens and not self.async_scheduling and model_executed:
+            drafts = self.model_executor.take_draft_token_ids()
+            if drafts:
+                self.scheduler.update_draft_token_ids(drafts)
 
     def step_with_batch_queue(self):
-        """Fills the queue first; returns None outputs while a batch is only scheduled."""
-        bq = self.batch_queue
-        if self.scheduler.has_requests() and len(bq) < self.batch_queue_size - 1:
-            so = self.scheduler.schedule()
-            bq.appendleft((self.model_executor.execute_model(so), so))
-            return None, True
-        if not bq:
-            if not self.scheduler.has_requests():
-                return None, False
-            so = self.scheduler.schedule()
-            bq.appendleft((self.model_executor.execute_model(so), so))
-        model_output, so = bq.pop()
-        return self.scheduler.update_from_output(so, model_output), True
+        batch_queue = self.batch_queue
+        assert len(batch_queue) < self.batch_queue_size
+        model_executed = False
+        if self.scheduler.has_requests():
+            scheduler_output = self.scheduler.schedule(self._should_throttle_prefills())
+            exec_future = self.model_executor.execute_model(scheduler_output, non_block=True)
+            model_executed = scheduler_output.total_num_scheduled_tokens > 0
+            if not model_executed:
+                future = exec_future  # nothing to sample
+            else:
+                future = self.model_executor.sample_tokens(None, non_block=True)
+            batch_queue.appendleft((future, scheduler_output, exec_future))
+            if len(batch_queue) < self.batch_queue_size and (
+                    model_executed or self.scheduler.has_requests()):
+                return None, model_executed
+        elif not batch_queue:
+            return None, False
+        future, scheduler_output, exec_future = batch_queue.pop()
+        model_output = future.result()
+        self._process_aborts_queue()
+        engine_core_outputs = self.scheduler.update_from_output(scheduler_output, model_output)
+        return engine_core_outputs, model_executed
+
+    def _process_aborts_queue(self):
+        if not self.aborts_queue.empty():
+            request_ids = []
+            while not self.aborts_queue.empty():
+                ids = self.aborts_queue.get_nowait()
+                request_ids.extend((ids,) if isinstance(ids, str) else ids)
+            self.abort_requests(request_ids)
 
 
 class EngineCoreProc(EngineCore):
-    """The background-process subclass; inherits step as in vLLM."""
+    """The background-process engine: busy loop plus an input thread."""
+
+    def __init__(self, *args, engine_index=0, **kwargs):
+        self.input_queue = queue.Queue()
+        self.output_queue = queue.Queue()
+        self.engine_index = engine_index
+        self.engines_running = False
+        # Stands in for the ZMQ input socket of process_input_sockets.
+        self.client_queue = queue.Queue()
+        super().__init__(*args, data_parallel_rank=engine_index, **kwargs)
+        self.input_thread = threading.Thread(target=self.process_input_sockets, daemon=True)
+        self.input_thread.start()
+
+    def process_input_sockets(self):
+        """Input socket IO thread."""
+        while True:
+            item = self.client_queue.get()
+            if item is None:
+                self.client_queue.task_done()
+                return
+            request_type, request = item
+            if request_type == EngineCoreRequestType.ADD:
+                request = self.preprocess_add_request(request)
+            elif request_type == EngineCoreRequestType.ABORT:
+                self.aborts_queue.put_nowait(request)
+            self.input_queue.put_nowait((request_type, request))
+            self.client_queue.task_done()
+
+    def has_work(self):
+        return self.engines_running or self.scheduler.has_requests() or bool(self.batch_queue)
+
+    def _process_input_queue(self):
+        while not self.input_queue.empty():
+            self._handle_client_request(*self.input_queue.get_nowait())
+
+    def _handle_client_request(self, request_type, request):
+        if request_type == EngineCoreRequestType.ADD:
+            req, request_wave = request
+            self.add_request(req, request_wave)
+        elif request_type == EngineCoreRequestType.ABORT:
+            self.abort_requests(request)
+
+    def _process_engine_step(self):
+        outputs, model_executed = self.step_fn()
+        for output in outputs.items() if outputs else ():
+            self.output_queue.put_nowait(output)
+        self.post_step(model_executed)
+        if not model_executed and self.scheduler.has_requests():
+            time.sleep(0.001)
+        return model_executed
+
+    def shutdown(self):
+        self.client_queue.put(None)
+        self.input_thread.join()
+
+
+class Client:
+    """The frontend side: AsyncLLM's InputProcessor assigns ids, the core
+    client sends ADD and ABORT to the engine's input socket."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.ids = {}  # API id -> engine id
+
+    def add(self, request_id, prompt_len, max_tokens, **knobs):
+        req = EngineCoreRequest(request_id, prompt_len, max_tokens, arrival_time=time.time(), **knobs)
+        InputProcessor.assign_request_id(req)
+        self.ids[request_id] = req.request_id
+        self.proc.client_queue.put((EngineCoreRequestType.ADD, req))
+
+    def abort(self, request_id):
+        self.proc.client_queue.put((EngineCoreRequestType.ABORT, [self.ids[request_id]]))
+
+    def sync(self):
+        """Waits until the input thread handed everything to the engine."""
+        self.proc.client_queue.join()

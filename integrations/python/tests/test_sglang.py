@@ -1,0 +1,169 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The hook on the fake SGLang scheduler (tests/fakes/sglang), whose call
+structure follows sgl-project/sglang: every datagram must describe one and
+the same batch, as the scheduler's own bookkeeping recorded it, and only the
+ranks that own a batch report it."""
+
+import collections
+
+from .helpers import HookTest, expected, made_of
+import drive
+import inferprof_hook
+from inferprof_hook import _state, sglang as sglang_hook, wire
+
+
+class SGLangTest(HookTest):
+    def setUp(self):
+        super().setUp()
+        from sglang.srt.managers import schedule_batch, scheduler
+
+        self.s = scheduler
+        self.batch = schedule_batch
+        self.assertIn("sglang.srt.managers.scheduler", inferprof_hook.patched())
+
+    def by_engine(self):
+        out = collections.defaultdict(list)
+        for s in self.sender.steps():
+            out[s["engine_index"]].append(s)
+        return out
+
+    def test_overlap_loop_reports_each_batch_with_its_own_tokens(self):
+        truth = drive.sglang_scenario(step_ms=1)
+        steps = self.sender.steps()
+        self.assertEqual([made_of(s) for s in steps], expected(truth))
+        self.assertTrue(all(s["scheduled_tokens"] for s in steps if s["prefill"]),
+                        "prefill steps carry extend_num_tokens though process_batch_result gets a copy")
+        self.assertTrue(any(s["preempted"] for s in steps), "retractions")
+        self.assertTrue(any(s["resumed"] for s in steps))
+        self.assertTrue(any(t > 1 for s in steps for t in s["request_tokens"]), "speculative tokens")
+        for s in steps:
+            self.assertEqual((s["engine"], s["engine_index"], s["degraded"]), (wire.ENGINE_SGLANG, 0, False))
+            self.assertIsNotNone(s["kv_usage"])
+        self.assertEqual([s["step"] for s in steps], list(range(1, len(steps) + 1)))
+
+    def test_overlap_timing_does_not_double_count(self):
+        drive.sglang_scenario(step_ms=5)
+        steps = self.sender.steps()
+        for prev, s in zip(steps, steps[1:]):
+            # The overlap loop launches N before it processes N-1: N starts
+            # when N-1's processing ended, not at its own launch.
+            self.assertGreaterEqual(s["start_ns"], prev["end_ns"])
+        self.assertGreaterEqual(steps[-1]["end_ns"] - steps[0]["start_ns"], len(steps) * 5_000_000)
+
+    def test_normal_loop(self):
+        truth = drive.sglang_scenario(normal=True)
+        self.assertEqual([made_of(s) for s in self.sender.steps()], expected(truth))
+
+    def test_tensor_parallel_ranks_report_once(self):
+        truth = drive.sglang_scenario(tp=4)
+        got = self.by_engine()
+        self.assertEqual(list(got), [0], "TP ranks 1..3 send nothing")
+        self.assertEqual([made_of(s) for s in got[0]], expected(truth))
+
+    def test_dp_attention_reports_per_attention_dp_group(self):
+        truth = drive.sglang_scenario(tp=4, dp=2, dp_attention=True)
+        got = self.by_engine()
+        self.assertEqual(sorted(got), [0, 1], "engine index = attention-DP rank")
+        for index in (0, 1):
+            want = [t for t in truth if t["engine_index"] == index]
+            self.assertEqual([made_of(s) for s in got[index]], expected(want), index)
+            prefix = "g%d-" % index
+            self.assertTrue(all(r.startswith(prefix) for s in got[index] for r in s["request_ids"]))
+
+    def test_only_rank_zero_of_attention_tp_cp_and_pp_reports(self):
+        args = self.s.ServerArgs(tp_size=2)
+        for kw in ({"tp_rank": 1}, {"pp_rank": 1}, {"attn_cp_rank": 1}):
+            sched = self.s.Scheduler(args, arrivals={1: [self.s.Req("x", 4, 2)]}, **kw)
+            sched.run_event_loop()
+            self.assertTrue(sched.truth, kw)
+        self.assertEqual(self.sender.steps(), [])
+
+    def test_schedulers_before_parallel_state(self):
+        """Older SGLang kept tp_rank and dp_rank on the scheduler."""
+
+        class Old(self.s.Scheduler):
+            def __init__(self, *a, tp_rank=0, dp_rank=None, **kw):
+                super().__init__(*a, tp_rank=tp_rank, dp_rank=dp_rank, **kw)
+                del self.ps
+                self.tp_rank, self.dp_rank = tp_rank, dp_rank
+
+        args = self.s.ServerArgs(tp_size=2)
+        for tp in (0, 1):
+            Old(args, tp_rank=tp, dp_rank=3, arrivals={1: [self.s.Req("x%d" % tp, 4, 2)]}).run_event_loop()
+        steps = self.sender.steps()
+        self.assertEqual({s["engine_index"] for s in steps}, {3})
+        self.assertEqual({r for s in steps for r in s["request_ids"]}, {"x0"})
+
+    def test_missing_extend_num_tokens_is_reported_degraded(self):
+        orig = self.batch.ScheduleBatch.prepare_for_extend
+
+        def old_prepare(b):
+            orig(b)
+            del b.extend_num_tokens
+
+        self.batch.ScheduleBatch.prepare_for_extend = old_prepare
+        try:
+            with self.assertLogs("inferprof_hook", "WARNING") as logs:
+                sched = self.s.Scheduler(self.s.ServerArgs(), arrivals={1: [self.s.Req("x", 4, 3)]})
+                sched.run_event_loop()
+        finally:
+            self.batch.ScheduleBatch.prepare_for_extend = orig
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("extend_num_tokens", logs.output[0])
+        steps = self.sender.steps()
+        self.assertTrue(all(s["degraded"] for s in steps))
+        self.assertEqual(steps[0]["scheduled_tokens"], 0)
+        self.assertEqual(steps[0]["request_ids"], ["x"], "the rest of the step still holds")
+
+    def test_idle_batches_send_nothing(self):
+        sched = self.s.Scheduler(self.s.ServerArgs(tp_size=2, dp_size=2, enable_dp_attention=True),
+                                 arrivals={4: [self.s.Req("late", 4, 2)]})
+        sched.run_event_loop()
+        steps = self.sender.steps()
+        self.assertGreaterEqual(sched.forward_ct, len(sched.truth) + 3, "ran IDLE batches first")
+        self.assertEqual(len(steps), len(sched.truth), "one datagram per batch that was not IDLE")
+        self.assertTrue(all(s["scheduled_tokens"] for s in steps))
+        self.assertEqual(steps[0]["request_ids"], ["late"])
+
+    def test_hook_failures_never_reach_the_engine(self):
+        sched = self.s.Scheduler(self.s.ServerArgs(), arrivals={1: [self.s.Req("x", 4, 3)]})
+        sched.run_event_loop()  # attaches
+        st = sched.__dict__["_inferprof_step"]
+        st.emitter.sender = None
+        sched.arrivals = {sched.iteration + 1: [self.s.Req("y", 4, 3)]}
+        sched.gracefully_exit = False
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            sched.run_event_loop()
+        self.assertIn(["y"], [t["request_ids"] for t in sched.truth], "the engine ran on")
+        self.assertEqual(len(logs.records), 1)
+
+    def test_missing_methods_warn_once(self):
+        class Module:
+            class Scheduler:
+                pass
+
+        _state.reset()
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            self.assertEqual(sglang_hook.patch(Module), [])
+            self.assertEqual(sglang_hook.patch(Module), [])
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("engine step spans are off", logs.output[0])
+
+    def test_patches_are_idempotent(self):
+        self.assertEqual(sglang_hook.patch(self.s), ["run_batch", "process_batch_result", "update_running_batch"])
+        self.assertFalse(getattr(self.s.Scheduler.run_batch.__wrapped__, "_inferprof_wrapped", False))
+
+    def test_retracted_table_is_bounded_and_counted(self):
+        old = sglang_hook.MAX_RETRACTED
+        sglang_hook.MAX_RETRACTED = 1
+        try:
+            truth = drive.sglang_scenario(kv_tokens=50)
+        finally:
+            sglang_hook.MAX_RETRACTED = old
+        steps = self.sender.steps()
+        retracted = sum(len(t["preempted"]) for t in truth)
+        self.assertGreaterEqual(retracted, 2, "the scenario retracts more than the bound")
+        self.assertGreater(steps[-1]["hook_evicted_ids"], 0)
+        self.assertEqual([s["preempted"] for s in steps], [sorted(t["preempted"]) for t in expected(truth)],
+                         "retractions are still reported")

@@ -1,0 +1,250 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The hook on the fake vLLM v1 engine (tests/fakes/vllm), whose call
+structure follows vllm-project/vllm: every datagram must describe one and
+the same batch, as the engine's own bookkeeping recorded it."""
+
+import os
+import re
+
+from .helpers import HookTest, expected, made_of
+import drive
+import inferprof_hook
+from inferprof_hook import _state, emitter, vllm as vllm_hook, wire
+
+
+class VLLMTest(HookTest):
+    def setUp(self):
+        super().setUp()
+        from vllm.v1.engine import core
+        from vllm.v1.core.sched import scheduler
+
+        self.core = core
+        self.sched = scheduler
+
+    def run_scenario(self, **kw):
+        engines = []
+        truth = drive.vllm_scenario(hold=engines.append, **kw)
+        return engines[0], truth, self.sender.steps()
+
+    def test_patched_through_import_hook(self):
+        self.assertIn("vllm.v1.engine.core", inferprof_hook.patched())
+        self.assertTrue(self.core.EngineCore.__init__._inferprof_wrapped)
+        self.assertTrue(self.core.EngineCore.preprocess_add_request._inferprof_wrapped)
+        self.assertEqual(vllm_hook.patch(self.core), ["__init__", "preprocess_add_request"])
+        self.assertFalse(getattr(self.core.EngineCore.__init__.__wrapped__, "_inferprof_wrapped", False),
+                         "patching twice must not wrap twice")
+
+    def test_async_scheduling_reports_each_batch_with_its_own_tokens(self):
+        eng, truth, steps = self.run_scenario(step_ms=2)
+        self.assertEqual(eng.step_fn.__name__, "step_with_batch_queue")
+        self.assertEqual([made_of(s) for s in steps], expected(truth))
+        self.assertEqual([s["step"] for s in steps], list(range(1, len(steps) + 1)),
+                         "no gaps: skipped empty schedules do not take a step number")
+        # The scenario covers what the pairing must survive.
+        self.assertTrue(any(s["preempted"] for s in steps))
+        self.assertTrue(any(s["resumed"] for s in steps))
+        self.assertTrue(any(s["prefill"] and s["decode"] for s in steps), "mixed prefill and decode")
+        self.assertLess(len(steps), len(truth), "empty schedules (remote KV) are not reported")
+        for s in steps:
+            self.assertEqual(s["engine"], wire.ENGINE_VLLM)
+            self.assertEqual((s["pid"], s["service_name"], s["degraded"]), (os.getpid(), "svc-test", False))
+
+    def test_batch_queue_returns_the_previous_batch(self):
+        """step_with_batch_queue schedules N+1 before it returns N."""
+        sched = self.sched.AsyncScheduler(max_num_batched_tokens=64)
+        eng = self.core.EngineCore(sched, async_scheduling=True)
+        client = _InProc(eng)
+        client.add("a", 10, 5)
+        client.add("b", 20, 5)
+        out, executed = eng.step_fn()  # schedules batch 1 (both prefills), returns nothing
+        self.assertEqual((out, executed), (None, True))
+        self.assertEqual(self.sender.steps(), [])
+        client.add("c", 7, 5)
+        out, _ = eng.step_fn()  # schedules batch 2 (decodes + c), returns batch 1
+        steps = self.sender.steps()
+        self.assertEqual(len(steps), 1)
+        first = steps[0]
+        self.assertEqual((first["prefill"], first["decode"], first["scheduled_tokens"]), (2, 0, 30),
+                         "batch 1's make-up, not batch 2's")
+        self.assertEqual(sorted(first["request_ids"]), ["a", "b"])
+        eng.step_fn()  # returns batch 2
+        second = self.sender.steps()[1]
+        self.assertEqual((second["prefill"], second["decode"], second["scheduled_tokens"]), (1, 2, 9))
+        self.assertEqual(second["request_ids"], ["a", "b", "c"])
+        self.assertGreaterEqual(second["start_ns"], first["end_ns"], "steps do not overlap")
+
+    def test_sync_scheduling_with_speculative_decoding(self):
+        eng, truth, steps = self.run_scenario(sync=True)
+        self.assertEqual(eng.step_fn.__name__, "step")
+        self.assertEqual([made_of(s) for s in steps], expected(truth))
+        self.assertTrue(any(t > 1 for s in steps for t in s["request_tokens"]), "drafts accepted")
+        self.assertTrue(any(s["scheduled_tokens"] > s["prefill"] + s["decode"] for s in steps
+                            if not s["prefill"]), "drafts scheduled")
+
+    def test_steps_are_timed_from_scheduling_to_update(self):
+        _, _, steps = self.run_scenario(step_ms=5)
+        for prev, s in zip(steps, steps[1:]):
+            self.assertGreaterEqual(s["start_ns"], prev["end_ns"], "a step starts after the previous update")
+        for s in steps:
+            self.assertGreater(s["end_ns"], s["start_ns"])
+        # Every batch held the fake GPU for 5 ms, one after the other, and
+        # the steps cover that time without overlapping.
+        self.assertGreaterEqual(steps[-1]["end_ns"] - steps[0]["start_ns"], len(steps) * 5_000_000)
+
+    def test_request_ids_are_the_api_ids_and_leave_with_finished_req_ids(self):
+        eng, truth, steps = self.run_scenario()
+        internal = re.compile(r"^cmpl-\d-[0-9a-f]{8}$")
+        ids = {i for s in steps for i in s["request_ids"] + s["preempted"] + s["resumed"]}
+        self.assertEqual(ids, {"cmpl-%d" % i for i in range(7)})
+        self.assertTrue(all(internal.match(r) for r in eng.scheduler.external), "engine ids are suffixed")
+        st = eng.__dict__["_inferprof_step"]
+        self.assertEqual(st.emitter.ids, {}, "every id, the aborted one too, left the table")
+        self.assertEqual(st.preempted, {})
+        self.assertEqual(st.emitter.evicted, 0)
+
+    def test_aborted_request_leaves_the_table_when_the_scheduler_says_so(self):
+        eng = self.core.EngineCore(self.sched.Scheduler())
+        client = _InProc(eng)
+        client.add("keep", 4, 50)
+        client.add("gone", 4, 50)
+        for _ in range(3):
+            eng.step_fn()
+        em = eng.__dict__["_inferprof_step"].emitter
+        gone = client.ids["gone"]
+        self.assertIn(gone, em.ids)
+        eng.aborts_queue.put([gone])
+        eng.step_fn()  # abort lands before update_from_output
+        self.assertIn(gone, em.ids, "still listed until a SchedulerOutput says it finished")
+        eng.step_fn()
+        self.assertNotIn(gone, em.ids)
+        self.assertIn(client.ids["keep"], em.ids, "live requests keep their ids")
+        self.assertNotIn("gone", self.sender.steps()[-1]["request_ids"])
+
+    def test_id_table_is_bounded_and_counts_evictions(self):
+        old = emitter.MAX_CACHED_IDS
+        emitter.MAX_CACHED_IDS = 2
+        try:
+            eng = self.core.EngineCore(self.sched.Scheduler())
+            client = _InProc(eng)
+            for i in range(4):
+                client.add("r%d" % i, 4, 50)
+            eng.step_fn()
+        finally:
+            emitter.MAX_CACHED_IDS = old
+        em = eng.__dict__["_inferprof_step"].emitter
+        s = self.sender.steps()[0]
+        self.assertLessEqual(len(em.ids), 2)
+        self.assertGreaterEqual(em.evicted, 2)
+        self.assertEqual(s["hook_evicted_ids"], em.evicted, "the count travels in the datagram")
+        self.assertEqual(len(s["request_ids"]), 4)
+        self.assertTrue(any("-" in r for r in s["request_ids"]),
+                        "evicted requests fall back to engine ids, visibly")
+
+    def test_older_vllm_is_reported_degraded_once(self):
+        """A SchedulerOutput without preempted_req_ids, resumed_req_ids and
+        num_output_tokens (older vLLM: resumed_from_preemption flags)."""
+
+        class Old:
+            pass
+
+        def older(so):
+            o = Old()
+            for k in ("scheduled_new_reqs", "num_scheduled_tokens", "total_num_scheduled_tokens",
+                      "scheduled_spec_decode_tokens", "finished_req_ids"):
+                setattr(o, k, getattr(so, k))
+            c = Old()
+            c.req_ids = so.scheduled_cached_reqs.req_ids
+            c.resumed_from_preemption = [r in so.scheduled_cached_reqs.resumed_req_ids for r in c.req_ids]
+            o.scheduled_cached_reqs = c
+            o.__dict__["_so"] = so
+            return o
+
+        class OldScheduler(self.sched.Scheduler):
+            def schedule(self, *a):
+                return older(super().schedule(*a))
+
+            def update_from_output(self, so, mro):
+                return super().update_from_output(so.__dict__["_so"], mro)
+
+        eng = self.core.EngineCore(OldScheduler())
+        client = _InProc(eng)
+        client.add("a", 6, 3)
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            for _ in range(4):
+                eng.step_fn()
+        self.assertEqual(len(logs.records), 1, logs.output)
+        for what in ("preempted_req_ids", "num_output_tokens"):
+            self.assertIn(what, logs.output[0])
+        # resumed_from_preemption still says who resumed: not missing.
+        self.assertNotIn("finished_req_ids", logs.output[0])
+        self.assertNotIn("resumed", logs.output[0])
+        self.assertIn("checked against", logs.output[0])
+        steps = self.sender.steps()
+        self.assertTrue(all(s["degraded"] for s in steps))
+        self.assertEqual([(s["prefill"], s["decode"]) for s in steps], [(1, 0), (0, 1), (0, 1)],
+                         "the split still holds where it can be inferred")
+
+    def test_engine_exceptions_propagate_unchanged(self):
+        eng = self.core.EngineCore(self.sched.Scheduler())
+        _InProc(eng).add("a", 4, 4)
+        eng.model_executor.fail = RuntimeError("model failed")
+        with self.assertRaisesRegex(RuntimeError, "model failed"):
+            eng.step_fn()
+
+    def test_hook_failures_never_reach_the_engine(self):
+        eng = self.core.EngineCore(self.sched.Scheduler())
+        _InProc(eng).add("a", 4, 4)
+        st = eng.__dict__["_inferprof_step"]
+        st.emitter.sender = None  # every step's send fails
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            out, executed = eng.step_fn()
+            out2, _ = eng.step_fn()
+        self.assertTrue(executed)
+        self.assertEqual(sum(len(e.outputs) for e in out.values()), 1, "the engine's outputs are intact")
+        self.assertEqual(len([r for r in logs.output if "hook failed in vllm step" in r]), 1,
+                         "logged once, not per step")
+        self.assertEqual(self.sender.steps(), [])
+
+    def test_collector_absent_engine_keeps_running(self):
+        _state.reset()
+        os.environ[_state.ENV_ENDPOINT] = "/nonexistent/inferprof.sock"
+        eng = self.core.EngineCore(self.sched.Scheduler())
+        _InProc(eng).add("a", 4, 3)
+        for _ in range(3):
+            eng.step_fn()
+        self.assertEqual(inferprof_hook.stats(), {"sent": 0, "dropped": 3})
+
+    def test_hook_dropped_count_travels_in_datagrams(self):
+        eng = self.core.EngineCore(self.sched.Scheduler())
+        _InProc(eng).add("a", 4, 3)
+        self.sender.dropped = 5
+        eng.step_fn()
+        self.assertEqual(self.sender.steps()[0]["hook_dropped"], 5)
+
+    def test_vllm_without_v1_engine_warns_once(self):
+        class Module:
+            pass
+
+        _state.reset()
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            self.assertEqual(vllm_hook.patch(Module), [])
+            self.assertEqual(vllm_hook.patch(Module), [])
+        self.assertEqual(len(logs.records), 1)
+
+
+class _InProc:
+    """The in-process client path: assign ids, preprocess, add."""
+
+    def __init__(self, eng):
+        self.eng = eng
+        self.ids = {}
+
+    def add(self, rid, prompt_len, max_tokens, **knobs):
+        from vllm.v1.engine import EngineCoreRequest
+        from vllm.v1.engine.input_processor import InputProcessor
+
+        req = EngineCoreRequest(rid, prompt_len, max_tokens, **knobs)
+        InputProcessor.assign_request_id(req)
+        self.ids[rid] = req.request_id
+        self.eng.add_request(*self.eng.preprocess_add_request(req))
