@@ -23,9 +23,9 @@ import (
 	"github.com/inferprof/inferprof/internal/names"
 )
 
-// kinetoFixture is a real PyTorch profiler trace kept in the receiver's
+// kinetoTracePath is a real PyTorch profiler trace kept in the receiver's
 // testdata (HolisticTraceAnalysis test data; see its README).
-func kinetoFixture(name string) string {
+func kinetoTracePath(name string) string {
 	return filepath.Join(e2etest.RepoRoot(), "receiver", "cuptireceiver", "testdata", "kineto", name)
 }
 
@@ -125,8 +125,8 @@ func copyFile(t *testing.T, from, to string) {
 // Without storage the same steps count it twice, which shows the check can
 // fail.
 func TestKinetoReadPositionsSurviveRestart(t *testing.T) {
-	first := kinetoFixture("alexnet-benchmark_result_2869224_1695835535_trace.json.gz")
-	second := kinetoFixture("triton_example-triton_example.json.gz")
+	first := kinetoTracePath("alexnet-benchmark_result_2869224_1695835535_trace.json.gz")
+	second := kinetoTracePath("triton_example-triton_example.json.gz")
 	firstKernels, secondKernels := int64(fixtureKernels(t, first)), int64(fixtureKernels(t, second))
 	require.Positive(t, firstKernels)
 	require.Positive(t, secondKernels)

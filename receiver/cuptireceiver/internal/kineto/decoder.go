@@ -232,17 +232,8 @@ func (d *Decoder) event(ev *Event) error {
 		return nil
 	}
 	for {
-		k, esc, err := s.str()
+		key, err := d.key(eventKey)
 		if err != nil {
-			return err
-		}
-		if esc {
-			if k, err = unescape(nil, k); err != nil {
-				return fmt.Errorf("key: %w", ErrSyntax)
-			}
-		}
-		key := eventKey(k) // before the next read: k points into the buffer
-		if err := s.expect(':'); err != nil {
 			return err
 		}
 		switch key {
@@ -290,14 +281,8 @@ func (d *Decoder) event(ev *Event) error {
 				return err
 			}
 		}
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.fail("expected , or } in an event")
+		if end, err := d.memberEnd("an event"); end || err != nil {
+			return err
 		}
 		if (ev.Phase != 0 && ev.Phase != 'X') || (ev.catSeen && !d.want.Has(ev.Cat)) {
 			// A CPU op, a flow or metadata: nothing more is needed from it.
@@ -358,6 +343,36 @@ func argKey(k []byte) int {
 		return keySyncKind
 	}
 	return keyOther
+}
+
+// key reads an object key and the colon after it, and returns what
+// classify makes of it: classified before the next read, which may move
+// the buffer the key's bytes are in.
+func (d *Decoder) key(classify func([]byte) int) (int, error) {
+	k, esc, err := d.s.str()
+	if err != nil {
+		return 0, err
+	}
+	if esc {
+		if k, err = unescape(nil, k); err != nil {
+			return 0, fmt.Errorf("key: %w", ErrSyntax)
+		}
+	}
+	key := classify(k)
+	return key, d.s.expect(':')
+}
+
+// memberEnd takes the , or } after an object member; end is true at }.
+func (d *Decoder) memberEnd(in string) (end bool, err error) {
+	switch d.s.peek() {
+	case ',':
+		d.s.pos++
+		return false, nil
+	case '}':
+		d.s.pos++
+		return true, nil
+	}
+	return false, d.s.fail("expected , or } in " + in)
 }
 
 // optText reads a string value; a value of another type is skipped and
@@ -428,17 +443,8 @@ func (d *Decoder) args(ev *Event) error {
 		return nil
 	}
 	for {
-		k, esc, err := s.str()
+		key, err := d.key(argKey)
 		if err != nil {
-			return err
-		}
-		if esc {
-			if k, err = unescape(nil, k); err != nil {
-				return fmt.Errorf("key: %w", ErrSyntax)
-			}
-		}
-		key := argKey(k) // before the next read: k points into the buffer
-		if err := s.expect(':'); err != nil {
 			return err
 		}
 		var dst *int64
@@ -471,14 +477,8 @@ func (d *Decoder) args(ev *Event) error {
 				*dst = v
 			}
 		}
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.fail("expected , or } in args")
+		if end, err := d.memberEnd("args"); end || err != nil {
+			return err
 		}
 	}
 }
