@@ -30,6 +30,7 @@ import (
 	k8sattributesprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor"
 	resourcedetectionprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourcedetectionprocessor"
 	inferenceprocessor "github.com/inferprof/inferprof/processor/inferenceprocessor"
+	privacyprocessor "github.com/inferprof/inferprof/processor/privacyprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	prometheusreceiver "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver"
 	cuptireceiver "github.com/inferprof/inferprof/receiver/cuptireceiver"
@@ -118,6 +119,7 @@ func components() (otelcol.Factories, error) {
 		k8sattributesprocessor.NewFactory(),
 		resourcedetectionprocessor.NewFactory(),
 		inferenceprocessor.NewFactory(),
+		privacyprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -129,6 +131,7 @@ func components() (otelcol.Factories, error) {
 		k8sattributesprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor v1.0.0",
 		resourcedetectionprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourcedetectionprocessor v0.161.0",
 		inferenceprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
+		privacyprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](
