@@ -34,7 +34,7 @@ BENCH_TARGETS :=
 TEST_TARGETS  :=
 include $(wildcard mk/*.mk)
 
-.PHONY: all build build-unlocked run install image test test-go test-python test-c test-summary-tool lint license-headers bench fuzz generate tools clean fmt vet
+.PHONY: all build build-unlocked run install image deploy-configs test test-go test-python test-c test-summary-tool lint license-headers bench fuzz generate tools clean fmt vet
 
 all: build
 
@@ -127,6 +127,10 @@ image:
 	@if ! docker info >/dev/null 2>&1; then \
 	  echo "make image: docker is installed but no Docker engine answers (docker info failed), so no image was built. Start dockerd, or build the Dockerfile with another OCI builder, e.g. buildah bud -t $(IMAGE) ." >&2; exit 2; fi
 	docker build -t $(IMAGE) .
+
+## deploy-configs: copy config/agent.yaml and config/gateway.yaml into deploy/.
+deploy-configs:
+	sh deploy/sync-configs.sh
 
 ## bench: every benchmark, each compared with its baseline through benchstat.
 bench: $(BENCHSTAT) $(BENCH_TARGETS)

@@ -158,7 +158,7 @@ func httpText(addr, path string) (string, bool) {
 // Graphsignal upload and the collector's own output), and checks the prompt
 // is in none of them.
 func TestPromptsReachNoExporter(t *testing.T) {
-	for _, cfg := range []string{"default.yaml", "graphsignal.yaml"} {
+	for _, cfg := range []string{"default.yaml", "graphsignal.yaml", "agent.yaml", "gateway.yaml"} {
 		t.Run(cfg, func(t *testing.T) {
 			ports := e2etest.NewPorts(t)
 			srv := graphsignaltest.NewServer(t)
@@ -223,7 +223,7 @@ func TestPromptsReachNoExporter(t *testing.T) {
 // later processor or exporter of that pipeline sees content. Pipelines fed
 // only by connectors carry data that already passed it.
 func TestShippedPipelinesScrubFirst(t *testing.T) {
-	for _, cfg := range []string{"default.yaml", "graphsignal.yaml"} {
+	for _, cfg := range []string{"default.yaml", "graphsignal.yaml", "agent.yaml", "gateway.yaml"} {
 		s := loadShipped(t, cfg)
 		require.Contains(t, s.Processors, "privacy", cfg)
 		for name, p := range s.Service.Pipelines {
