@@ -157,20 +157,24 @@ func TestK8sAttributesOnRequestSpanAndGPUMemory(t *testing.T) {
 		"k8s.deployment.name": "vllm-llama",
 	}
 
-	t.Run("request span over OTLP, by the sender's pod IP", func(t *testing.T) {
+	// spanFrom runs one request span, sent from ip, through the processor and
+	// returns the resource it comes out with.
+	spanFrom := func(t *testing.T, ip string) pcommon.Map {
 		sink := new(consumertest.TracesSink)
 		p, err := f.CreateTraces(ctx, set, cfg, sink)
 		require.NoError(t, err)
 		require.NoError(t, p.Start(ctx, host))
 		defer func() { require.NoError(t, p.Shutdown(ctx)) }()
-
 		td, _ := requestTrace(0, time.Now())
 		// The otlp receiver puts the peer address in the context.
-		cctx := client.NewContext(ctx, client.Info{Addr: &net.TCPAddr{IP: net.ParseIP(podIP), Port: 41234}})
+		cctx := client.NewContext(ctx, client.Info{Addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 41234}})
 		require.NoError(t, p.ConsumeTraces(cctx, td))
 		require.Len(t, sink.AllTraces(), 1)
-		res := sink.AllTraces()[0].ResourceSpans().At(0).Resource().Attributes()
-		assertAttrs(t, res, want)
+		return sink.AllTraces()[0].ResourceSpans().At(0).Resource().Attributes()
+	}
+
+	t.Run("request span over OTLP, by the sender's pod IP", func(t *testing.T) {
+		assertAttrs(t, spanFrom(t, podIP), want)
 	})
 
 	t.Run("per-process GPU memory, by container.id", func(t *testing.T) {
@@ -200,15 +204,7 @@ func TestK8sAttributesOnRequestSpanAndGPUMemory(t *testing.T) {
 	})
 
 	t.Run("a sender that is no pod on this node gets nothing", func(t *testing.T) {
-		sink := new(consumertest.TracesSink)
-		p, err := f.CreateTraces(ctx, set, cfg, sink)
-		require.NoError(t, err)
-		require.NoError(t, p.Start(ctx, host))
-		defer func() { require.NoError(t, p.Shutdown(ctx)) }()
-		td, _ := requestTrace(1, time.Now())
-		cctx := client.NewContext(ctx, client.Info{Addr: &net.TCPAddr{IP: net.ParseIP("10.9.9.9"), Port: 1}})
-		require.NoError(t, p.ConsumeTraces(cctx, td))
-		res := sink.AllTraces()[0].ResourceSpans().At(0).Resource().Attributes()
+		res := spanFrom(t, "10.9.9.9")
 		for k := range want {
 			_, ok := res.Get(k)
 			assert.False(t, ok, "%s on a span from an unknown sender", k)

@@ -71,14 +71,21 @@ func TestAgentDefersFiguresToGateway(t *testing.T) {
 	assert.NotContains(t, a, "prefill")
 
 	gatewayOut, _ := runBatches(t, gatewayConfig(), agentOut...)
-	want, got := requestSpans(single), requestSpans(gatewayOut)
-	require.Equal(t, len(want), len(got))
-	for k, w := range want {
-		g, ok := got[k]
+	sameSpans(t, single, gatewayOut)
+}
+
+// sameSpans checks that got has the request and phase spans of want, with
+// the same attributes and times.
+func sameSpans(t *testing.T, want, got []ptrace.Traces) {
+	t.Helper()
+	w, g := requestSpans(want), requestSpans(got)
+	require.Equal(t, len(w), len(g))
+	for k, ws := range w {
+		gs, ok := g[k]
 		require.True(t, ok, k)
-		assert.Equal(t, w.Attributes().AsRaw(), g.Attributes().AsRaw(), k)
-		assert.Equal(t, w.StartTimestamp(), g.StartTimestamp(), k)
-		assert.Equal(t, w.EndTimestamp(), g.EndTimestamp(), k)
+		assert.Equal(t, ws.Attributes().AsRaw(), gs.Attributes().AsRaw(), k)
+		assert.Equal(t, ws.StartTimestamp(), gs.StartTimestamp(), k)
+		assert.Equal(t, ws.EndTimestamp(), gs.EndTimestamp(), k)
 	}
 }
 
@@ -98,13 +105,7 @@ func TestAgentPassesSGLangPDForTheGatewayJoin(t *testing.T) {
 	// Roots reach the gateway before the prefill stages, the order a join
 	// must wait for.
 	gatewayOut, tel := runBatches(t, gatewayConfig(), append(outB, outA...)...)
-	want, got := requestSpans(single), requestSpans(gatewayOut)
-	require.Equal(t, len(want), len(got))
-	for k, w := range want {
-		g, ok := got[k]
-		require.True(t, ok, k)
-		assert.Equal(t, w.Attributes().AsRaw(), g.Attributes().AsRaw(), k)
-	}
+	sameSpans(t, single, gatewayOut)
 	// The join happened at the gateway: the roots waited for their stages.
 	roots := spansByName(gatewayOut...)
 	assert.InDelta(t, 0.12, dbl(t, roots["prefill Req 5e6f7a8b"], names.AttrTimeInQueue), 1e-9)
