@@ -136,12 +136,13 @@ func histograms(all []pmetric.Metrics) map[string][2]float64 {
 // TestTopologyTwoAgentsOneGateway splits a PD-disaggregated SGLang request
 // over two nodes: the prefill server's stage spans reach agent A; the root
 // spans (which the tokenizer managers on node B export) and the decode
-// server's stages reach agent B. A vLLM request goes through agent A too.
-// The gateway's output must be what one collector (the shipped default.yaml)
-// makes of all the spans: the same spans with the same canonical figures,
-// and the same gen_ai.server.* counts and sums.
+// server's stages reach agent B. Two vLLM requests go through agent A too,
+// one carrying prompt and completion content. The gateway's output must be
+// what one collector (the shipped default.yaml) makes of all the spans: the
+// same spans with the same canonical figures and no content, and the same
+// gen_ai.server.* counts and sums.
 func TestTopologyTwoAgentsOneGateway(t *testing.T) {
-	nodeA := []string{"sglang_pd_prefill_stages", "vllm_basic"}
+	nodeA := []string{"sglang_pd_prefill_stages", "vllm_basic", "vllm_content"}
 	nodeB := []string{"sglang_pd_prefill_root", "sglang_pd_decode_root", "sglang_pd_decode_stages"}
 	ports := e2etest.NewPorts(t)
 
@@ -197,6 +198,16 @@ func TestTopologyTwoAgentsOneGateway(t *testing.T) {
 		gb, err := json.Marshal(g)
 		require.NoError(t, err)
 		assert.JSONEq(t, string(wb), string(gb), "span %s (%s)", id, w.Name)
+	}
+	// Content was sent (vllm_content) and reached no exporter.
+	for _, s := range got {
+		for k := range s.Attributes {
+			assert.False(t, strings.HasPrefix(k, "gen_ai.prompt") || strings.HasPrefix(k, "gen_ai.completion"),
+				"%s on span %s reached the gateway's exporter", k, s.Name)
+		}
+		for _, ev := range s.Events {
+			assert.False(t, strings.HasPrefix(ev.Name, "gen_ai."), "content event %s on span %s", ev.Name, s.Name)
+		}
 	}
 	// The join ran at the gateway: each PD root carries the queue time of
 	// its server's waiting stage, whose spans came through another agent
