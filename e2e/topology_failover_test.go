@@ -91,7 +91,8 @@ func requestTrace(i int, now time.Time) (ptrace.Traces, pcommon.TraceID) {
 // other one: every request sent after the kill arrives. What the killed
 // gateway had already accepted but not yet exported is lost with it (its
 // batch and queue are in memory); docs/deployment.md says so. Those can only
-// be requests sent shortly before the kill.
+// be requests sent shortly before the kill (3 s is allowed; requests sent 5 s
+// earlier must all arrive).
 func TestTopologyGatewayKilledMidStream(t *testing.T) {
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	writeHosts(t, hosts, "127.0.0.2", "127.0.0.3")
@@ -108,11 +109,11 @@ func TestTopologyGatewayKilledMidStream(t *testing.T) {
 		Env: agentEnv(t, ports, "agent", gatewayName, gwPort, fmt.Sprintf("127.0.0.2:%d", gwPort))})
 	client := traceClient(t, ports.Addr("agent_grpc"))
 
-	const total, killAt = 300, 150
+	const total, killAt = 400, 250
 	sent := make([]time.Time, total)
 	ids := make([]pcommon.TraceID, total)
 	var killed time.Time
-	ticker := time.NewTicker(20 * time.Millisecond) // 50 requests/s, 6 s in all
+	ticker := time.NewTicker(20 * time.Millisecond) // 50 requests/s, 8 s in all
 	defer ticker.Stop()
 	for i := range total {
 		<-ticker.C
@@ -165,7 +166,7 @@ func TestTopologyGatewayKilledMidStream(t *testing.T) {
 		lost++
 		// Only what the dead gateway held: its batch (200 ms) and its
 		// exporter's in-flight queue.
-		assert.WithinDuration(t, killed, sent[i], 2*time.Second, "request %d sent %s before the kill was lost", i, killed.Sub(sent[i]))
+		assert.WithinDuration(t, killed, sent[i], 3*time.Second, "request %d sent %s before the kill was lost", i, killed.Sub(sent[i]))
 	}
 	t.Logf("%d of %d requests arrived; %d sent before the kill were lost with the killed gateway", len(got), total, lost)
 	assert.Greater(t, len(got), killAt, "traffic went through both gateways and on after the kill")
