@@ -140,7 +140,9 @@ func yamlEqual(t *testing.T, what string, got any, wantFile string) {
 	require.NoError(t, err)
 	var want any
 	require.NoError(t, yaml.Unmarshal(b, &want))
-	assert.Equal(t, want, got, "%s is not the same config as %s; copy the file in again", what, wantFile)
+	if !assert.ObjectsAreEqual(want, got) {
+		t.Errorf("%s is not the same config as %s: run make deploy-configs", what, wantFile)
+	}
 }
 
 func distVersion(t *testing.T) string {
@@ -232,7 +234,9 @@ func TestDeployFiles(t *testing.T) {
 			text := getStr(cm, "data", m.key)
 			want, err := os.ReadFile(m.cfg)
 			require.NoError(t, err)
-			assert.Equal(t, string(want), text, "the ConfigMap's %s is not a copy of %s", m.key, m.cfg)
+			if text != string(want) {
+				t.Errorf("the ConfigMap's %s is not a copy of %s: run make deploy-configs", m.key, m.cfg)
+			}
 
 			w := byKind(docs[m.file], m.kind, m.workload)
 			require.NotNil(t, w)

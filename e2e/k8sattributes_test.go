@@ -16,6 +16,7 @@ import (
 	"time"
 
 	k8sattributesprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/client"
@@ -24,9 +25,11 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	corev1 "k8s.io/api/core/v1"
@@ -108,9 +111,9 @@ func fakeAPIServer(t *testing.T, pods ...corev1.Pod) *httptest.Server {
 	return srv
 }
 
-// agentK8sConfig is the k8s_attributes section of the shipped agent.yaml,
+// agentConf is the shipped agent.yaml, resolved, with its k8s_attributes
 // pointed at the fake API server through a kubeconfig.
-func agentK8sConfig(t *testing.T, apiServer string) (processor.Factory, component.Config) {
+func agentConf(t *testing.T, apiServer string) *confmap.Conf {
 	t.Helper()
 	t.Setenv("K8S_NODE_NAME", "gpu-node-a")
 	t.Setenv("INFERPROF_K8S_PASSTHROUGH", "false")
@@ -131,84 +134,169 @@ current-context: fake
 	require.NoError(t, err)
 	conf, err := resolver.Resolve(t.Context())
 	require.NoError(t, err)
-	section, err := conf.Sub("processors::k8s_attributes")
-	require.NoError(t, err)
-	require.NoError(t, section.Merge(confmap.NewFromStringMap(map[string]any{
+	require.NoError(t, conf.Merge(confmap.NewFromStringMap(map[string]any{"processors": map[string]any{"k8s_attributes": map[string]any{
 		// Outside a pod: the kubeconfig instead of the service account, and
 		// wait for the first list so the test is not racing the informer.
 		"auth_type": "kubeConfig", "wait_for_metadata": true,
-	})))
-	f := k8sattributesprocessor.NewFactory()
-	cfg := f.CreateDefaultConfig()
-	require.NoError(t, section.Unmarshal(cfg))
-	require.NoError(t, confmap.Validate(cfg))
-	return f, cfg
+	}}})))
+	return conf
 }
 
-func TestK8sAttributesOnRequestSpanAndGPUMemory(t *testing.T) {
-	api := fakeAPIServer(t, enginePod())
-	f, cfg := agentK8sConfig(t, api.URL)
-	ctx := context.Background()
-	set := processortest.NewNopSettings(f.Type())
-	host := componenttest.NewNopHost()
-	want := map[string]string{
-		"k8s.pod.name":        "vllm-llama-7d9f8b6c5d-x2k4p",
-		"k8s.namespace.name":  "inference",
-		"k8s.deployment.name": "vllm-llama",
-	}
+// podChain is the agent's pod attribution, in its pipelines' order:
+// transform/pod_name, k8s_attributes, transform/pod_name_unmatched.
+type podChain struct {
+	t    *testing.T
+	conf *confmap.Conf
+}
 
-	// spanFrom runs one request span, sent from ip, through the processor and
-	// returns the resource it comes out with.
-	spanFrom := func(t *testing.T, ip string) pcommon.Map {
-		sink := new(consumertest.TracesSink)
-		p, err := f.CreateTraces(ctx, set, cfg, sink)
-		require.NoError(t, err)
-		require.NoError(t, p.Start(ctx, host))
-		defer func() { require.NoError(t, p.Shutdown(ctx)) }()
-		td, _ := requestTrace(0, time.Now())
-		// The otlp receiver puts the peer address in the context.
-		cctx := client.NewContext(ctx, client.Info{Addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 41234}})
-		require.NoError(t, p.ConsumeTraces(cctx, td))
-		require.Len(t, sink.AllTraces(), 1)
-		return sink.AllTraces()[0].ResourceSpans().At(0).Resource().Attributes()
+var podChainIDs = []struct {
+	id string
+	f  processor.Factory
+}{
+	{"transform/pod_name", transformprocessor.NewFactory()},
+	{"k8s_attributes", k8sattributesprocessor.NewFactory()},
+	{"transform/pod_name_unmatched", transformprocessor.NewFactory()},
+}
+
+func (c podChain) config(id string, f processor.Factory) component.Config {
+	section, err := c.conf.Sub("processors::" + id)
+	require.NoError(c.t, err)
+	cfg := f.CreateDefaultConfig()
+	require.NoError(c.t, section.Unmarshal(cfg))
+	require.NoError(c.t, confmap.Validate(cfg))
+	return cfg
+}
+
+func (c podChain) start(p component.Component) {
+	require.NoError(c.t, p.Start(context.Background(), componenttest.NewNopHost()))
+	c.t.Cleanup(func() { require.NoError(c.t, p.Shutdown(context.Background())) })
+}
+
+func (c podChain) traces(sink consumer.Traces) consumer.Traces {
+	next := sink
+	for i := len(podChainIDs) - 1; i >= 0; i-- {
+		p := podChainIDs[i]
+		tp, err := p.f.CreateTraces(context.Background(), processortest.NewNopSettings(p.f.Type()), c.config(p.id, p.f), next)
+		require.NoError(c.t, err)
+		c.start(tp)
+		next = tp
 	}
+	return next
+}
+
+func (c podChain) metrics(sink consumer.Metrics) consumer.Metrics {
+	next := sink
+	for i := len(podChainIDs) - 1; i >= 0; i-- {
+		p := podChainIDs[i]
+		mp, err := p.f.CreateMetrics(context.Background(), processortest.NewNopSettings(p.f.Type()), c.config(p.id, p.f), next)
+		require.NoError(c.t, err)
+		c.start(mp)
+		next = mp
+	}
+	return next
+}
+
+var wantPod = map[string]string{
+	"k8s.pod.name":        "vllm-llama-7d9f8b6c5d-x2k4p",
+	"k8s.namespace.name":  "inference",
+	"k8s.deployment.name": "vllm-llama",
+}
+
+// spanFrom runs td, sent from ip, through the chain and returns the
+// resource it comes out with.
+func spanFrom(t *testing.T, conf *confmap.Conf, td ptrace.Traces, ip string) pcommon.Map {
+	t.Helper()
+	sink := new(consumertest.TracesSink)
+	// The otlp receiver puts the peer address in the context; the Unix
+	// socket receivers put none.
+	ctx := context.Background()
+	if ip != "" {
+		ctx = client.NewContext(ctx, client.Info{Addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 41234}})
+	}
+	require.NoError(t, podChain{t, conf}.traces(sink).ConsumeTraces(ctx, td))
+	require.Len(t, sink.AllTraces(), 1)
+	return sink.AllTraces()[0].ResourceSpans().At(0).Resource().Attributes()
+}
+
+// metricFrom runs one gauge datapoint with the given resource through the chain.
+func metricFrom(t *testing.T, conf *confmap.Conf, name string, res map[string]any) pcommon.Map {
+	t.Helper()
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	require.NoError(t, rm.Resource().Attributes().FromRaw(res))
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(name)
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetIntValue(38 << 30)
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+	sink := new(consumertest.MetricsSink)
+	require.NoError(t, podChain{t, conf}.metrics(sink).ConsumeMetrics(context.Background(), md))
+	require.Len(t, sink.AllMetrics(), 1)
+	return sink.AllMetrics()[0].ResourceMetrics().At(0).Resource().Attributes()
+}
+
+// engineStepSpan is one engine.step span with the resource the engine_step
+// receiver writes (receiver/enginestepreceiver/span.go): service.name,
+// inferprof.engine.name, host.name from the hook's socket.gethostname()
+// (inside a pod, the pod's name), service.instance.id.
+func engineStepSpan(hostname string) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	a := rs.Resource().Attributes()
+	a.PutStr("service.name", "vllm-llama")
+	a.PutStr("inferprof.engine.name", "vllm")
+	a.PutStr("host.name", hostname)
+	a.PutStr("service.instance.id", hostname+"/1/0")
+	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.SetName("engine.step")
+	s.SetTraceID(pcommon.TraceID{1})
+	s.SetSpanID(pcommon.SpanID{1})
+	return td
+}
+
+func TestK8sAttributesOnEverySeries(t *testing.T) {
+	api := fakeAPIServer(t, enginePod())
+	conf := agentConf(t, api.URL)
+	pod := enginePod().Name
 
 	t.Run("request span over OTLP, by the sender's pod IP", func(t *testing.T) {
-		assertAttrs(t, spanFrom(t, podIP), want)
+		td, _ := requestTrace(0, time.Now())
+		assertAttrs(t, spanFrom(t, conf, td, podIP), wantPod)
 	})
-
 	t.Run("per-process GPU memory, by container.id", func(t *testing.T) {
-		sink := new(consumertest.MetricsSink)
-		p, err := f.CreateMetrics(ctx, set, cfg, sink)
-		require.NoError(t, err)
-		require.NoError(t, p.Start(ctx, host))
-		defer func() { require.NoError(t, p.Shutdown(ctx)) }()
-
-		// As the nvml receiver writes it: device + process.pid + container.id
-		// on the resource, no connection (NVML is polled).
-		md := pmetric.NewMetrics()
-		rm := md.ResourceMetrics().AppendEmpty()
-		rm.Resource().Attributes().PutStr("hw.id", "GPU-8a1c2f3e-0000-0000-0000-000000000000")
-		rm.Resource().Attributes().PutInt("process.pid", 4242)
-		rm.Resource().Attributes().PutStr("container.id", containerID)
-		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-		m.SetName("nvidia.gpu.process.memory.usage")
-		m.SetUnit("By")
-		dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
-		dp.SetIntValue(38 << 30)
-		dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
-		require.NoError(t, p.ConsumeMetrics(ctx, md))
-		require.Len(t, sink.AllMetrics(), 1)
-		res := sink.AllMetrics()[0].ResourceMetrics().At(0).Resource().Attributes()
-		assertAttrs(t, res, want)
+		// As the nvml receiver writes it: device + process.pid +
+		// container.id on the resource, no connection (NVML is polled).
+		assertAttrs(t, metricFrom(t, conf, "nvidia.gpu.process.memory.usage", map[string]any{
+			"hw.id": "GPU-8a1c2f3e-0000-0000-0000-000000000000", "process.pid": int64(4242), "container.id": containerID,
+		}), wantPod)
 	})
-
+	t.Run("CUDA kernel series, by the engine's host name", func(t *testing.T) {
+		// As the cupti receiver writes it (internal/aggregate/aggregate.go):
+		// the activity source, the engine's pid in its own namespace and
+		// the host name its CUPTI library read with gethostname.
+		assertAttrs(t, metricFrom(t, conf, "inferprof.gpu.kernel.duration", map[string]any{
+			"inferprof.activity.source": "cupti", "process.pid": int64(1), "host.name": pod,
+		}), wantPod)
+	})
+	t.Run("engine.step span, by the engine's host name", func(t *testing.T) {
+		assertAttrs(t, spanFrom(t, conf, engineStepSpan(pod), ""), wantPod)
+	})
 	t.Run("a sender that is no pod on this node gets nothing", func(t *testing.T) {
-		res := spanFrom(t, "10.9.9.9")
-		for k := range want {
+		td, _ := requestTrace(1, time.Now())
+		res := spanFrom(t, conf, td, "10.9.9.9")
+		for k := range wantPod {
 			_, ok := res.Get(k)
 			assert.False(t, ok, "%s on a span from an unknown sender", k)
 		}
+	})
+	t.Run("an engine on the host network names the node: no pod name is left", func(t *testing.T) {
+		res := spanFrom(t, conf, engineStepSpan("gpu-node-a"), "")
+		for k := range wantPod {
+			_, ok := res.Get(k)
+			assert.False(t, ok, "%s on a step span of an unknown pod", k)
+		}
+		v, _ := res.Get("host.name")
+		assert.Equal(t, "gpu-node-a", v.Str())
 	})
 }
 

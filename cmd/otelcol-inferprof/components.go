@@ -29,6 +29,7 @@ import (
 	filterprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/filterprocessor"
 	k8sattributesprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor"
 	resourcedetectionprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourcedetectionprocessor"
+	transformprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor"
 	inferenceprocessor "github.com/inferprof/inferprof/processor/inferenceprocessor"
 	privacyprocessor "github.com/inferprof/inferprof/processor/privacyprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
@@ -118,6 +119,7 @@ func components() (otelcol.Factories, error) {
 		filterprocessor.NewFactory(),
 		k8sattributesprocessor.NewFactory(),
 		resourcedetectionprocessor.NewFactory(),
+		transformprocessor.NewFactory(),
 		inferenceprocessor.NewFactory(),
 		privacyprocessor.NewFactory(),
 	)
@@ -130,6 +132,7 @@ func components() (otelcol.Factories, error) {
 		filterprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/filterprocessor v0.161.0",
 		k8sattributesprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor v1.0.0",
 		resourcedetectionprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourcedetectionprocessor v0.161.0",
+		transformprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor v0.161.0",
 		inferenceprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		privacyprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
