@@ -217,16 +217,42 @@ func (s *Store) Stats() Stats {
 	return s.stats
 }
 
-// ConsumeTraces keeps the request, phase, step and kernel spans of td; every
-// other span is ignored. It only reads td. It returns how many spans it
-// skipped for a bad time range and how many records it evicted.
+// Batch is what one batch of spans or metrics adds to the store, read out of
+// the pdata first so that the store can be fed after the data has gone on
+// (to a queue that owns it) and only if it was accepted.
+type Batch struct {
+	requests []Request
+	phases   []Phase
+	steps    []Step
+	kernels  []Kernel
+	samples  []Sample
+	limits   map[string]float64
+	// Bad counts spans skipped for a bad time range.
+	Bad int
+}
+
+// Empty tells whether the batch adds nothing.
+func (b *Batch) Empty() bool {
+	return len(b.requests)+len(b.phases)+len(b.steps)+len(b.kernels)+len(b.samples)+len(b.limits) == 0
+}
+
+// ConsumeTraces keeps the request, phase, step and kernel spans of td and
+// returns how many spans it skipped and how many records it evicted.
 func (s *Store) ConsumeTraces(td ptrace.Traces) (bad, evicted int) {
-	var (
-		reqs  []Request
-		phs   []Phase
-		steps []Step
-		kerns []Kernel
-	)
+	b := Collect(td)
+	return b.Bad, s.Apply(b)
+}
+
+// ConsumeMetrics keeps the NVML readings of md; it returns how many records
+// it evicted.
+func (s *Store) ConsumeMetrics(md pmetric.Metrics) (evicted int) {
+	return s.Apply(CollectMetrics(md))
+}
+
+// Collect reads the request, phase, step and kernel spans of td; every other
+// span is ignored. It only reads td.
+func Collect(td ptrace.Traces) *Batch {
+	b := &Batch{}
 	for _, rs := range td.ResourceSpans().All() {
 		res := rs.Resource()
 		instance := ""
@@ -238,7 +264,7 @@ func (s *Store) ConsumeTraces(td ptrace.Traces) (bad, evicted int) {
 					continue
 				}
 				if start <= 0 || end < start {
-					bad++
+					b.Bad++
 					continue
 				}
 				if instance == "" && kind != kindKernel {
@@ -246,51 +272,24 @@ func (s *Store) ConsumeTraces(td ptrace.Traces) (bad, evicted int) {
 				}
 				switch kind {
 				case kindRequest:
-					reqs = append(reqs, requestOf(sp, instance))
+					b.requests = append(b.requests, requestOf(sp, instance))
 				case kindPhase:
-					phs = append(phs, Phase{TraceID: sp.TraceID(), Parent: sp.ParentSpanID(), Name: intern(sp.Name()), Start: start, End: end})
+					b.phases = append(b.phases, Phase{TraceID: sp.TraceID(), Parent: sp.ParentSpanID(), Name: intern(sp.Name()), Start: start, End: end})
 				case kindStep:
-					steps = append(steps, stepOf(sp, res, instance))
+					b.steps = append(b.steps, stepOf(sp, res, instance))
 				case kindKernel:
-					kerns = append(kerns, kernelOf(sp, res))
+					b.kernels = append(b.kernels, kernelOf(sp, res))
 				}
 			}
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range reqs {
-		s.seq++
-		size := sizeRequest + int64(len(r.Model)+len(r.RequestID)+len(r.ErrorType)+len(r.Instance)) + 8*int64(len(r.Gaps))
-		s.requests.push(r, s.seq, size)
-		s.used += size
-	}
-	for _, p := range phs {
-		s.seq++
-		s.phases.push(p, s.seq, sizePhase)
-		s.used += sizePhase
-	}
-	for _, st := range steps {
-		s.seq++
-		size := sizeStep + int64(len(st.Instance))
-		s.steps.push(st, s.seq, size)
-		s.used += size
-	}
-	for _, k := range kerns {
-		s.seq++
-		size := sizeKernel + int64(len(k.Name)+len(k.Category)+len(k.Host)+len(k.Device))
-		s.kernels.push(k, s.seq, size)
-		s.used += size
-	}
-	s.stats.Bad += int64(bad)
-	evicted = s.evictLocked()
-	return bad, evicted
+	return b
 }
 
-// ConsumeMetrics keeps the NVML utilisation, memory and power readings of md.
-func (s *Store) ConsumeMetrics(md pmetric.Metrics) (evicted int) {
-	var samples []Sample
-	limits := map[string]float64{}
+// CollectMetrics reads the NVML utilisation, memory and power readings of
+// md. It only reads md.
+func CollectMetrics(md pmetric.Metrics) *Batch {
+	b := &Batch{}
 	for _, rm := range md.ResourceMetrics().All() {
 		ra := rm.Resource().Attributes()
 		host, device, devName := str(ra, names.ResourceHostName), str(ra, names.AttrDeviceID), str(ra, "hw.name")
@@ -327,28 +326,61 @@ func (s *Store) ConsumeMetrics(md pmetric.Metrics) (evicted int) {
 						continue
 					}
 					if name == metricGPUMemLimit {
-						limits[host+"/"+dev] = v
+						if b.limits == nil {
+							b.limits = map[string]float64{}
+						}
+						b.limits[host+"/"+dev] = v
 						continue
 					}
-					samples = append(samples, Sample{Host: intern(host), Device: intern(dev), DeviceName: intern(devName),
+					b.samples = append(b.samples, Sample{Host: intern(host), Device: intern(dev), DeviceName: intern(devName),
 						Metric: name, TS: int64(dp.Timestamp()), Value: v})
 				}
 			}
 		}
 	}
+	return b
+}
+
+// Apply adds a batch and returns how many records it evicted to stay within
+// the budget and max age.
+func (s *Store) Apply(b *Batch) (evicted int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, v := range limits {
+	for _, r := range b.requests {
+		s.seq++
+		size := sizeRequest + int64(len(r.Model)+len(r.RequestID)+len(r.ErrorType)+len(r.Instance)) + 8*int64(len(r.Gaps))
+		s.requests.push(r, s.seq, size)
+		s.used += size
+	}
+	for _, p := range b.phases {
+		s.seq++
+		s.phases.push(p, s.seq, sizePhase)
+		s.used += sizePhase
+	}
+	for _, st := range b.steps {
+		s.seq++
+		size := sizeStep + int64(len(st.Instance))
+		s.steps.push(st, s.seq, size)
+		s.used += size
+	}
+	for _, k := range b.kernels {
+		s.seq++
+		size := sizeKernel + int64(len(k.Name)+len(k.Category)+len(k.Host)+len(k.Device))
+		s.kernels.push(k, s.seq, size)
+		s.used += size
+	}
+	for k, v := range b.limits {
 		if _, ok := s.memLimit[k]; ok || len(s.memLimit) < 4096 {
 			s.memLimit[k] = v
 		}
 	}
-	for _, sm := range samples {
+	for _, sm := range b.samples {
 		s.seq++
 		size := sizeSample + int64(len(sm.Host)+len(sm.Device)+len(sm.DeviceName))
 		s.samples.push(sm, s.seq, size)
 		s.used += size
 	}
+	s.stats.Bad += int64(b.Bad)
 	return s.evictLocked()
 }
 
