@@ -59,6 +59,9 @@ type plan struct {
 }
 
 func main() {
+	if code, ok := runTimeline(os.Args[1:], os.Getenv, os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	opts, err := parseArgs(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

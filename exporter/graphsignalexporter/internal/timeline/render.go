@@ -193,7 +193,9 @@ func (l *lanes) place(start, end int64) int {
 
 // Render turns a snapshot into a Chrome trace.
 func Render(sn Snapshot) Trace {
-	origin := sn.From
+	// ts 0 is the earliest record, so that times stay small and keep
+	// sub-microsecond precision as float64.
+	origin := int64(math.MaxInt64)
 	for _, r := range sn.Requests {
 		origin = min(origin, r.Start)
 	}
@@ -202,6 +204,12 @@ func Render(sn Snapshot) Trace {
 	}
 	for _, k := range sn.Kernels {
 		origin = min(origin, k.Start)
+	}
+	for _, sm := range sn.Samples {
+		origin = min(origin, sm.TS)
+	}
+	if origin == math.MaxInt64 {
+		origin = sn.From
 	}
 	b := &builder{origin: origin}
 	tr := Trace{DisplayTimeUnit: "ms", OtherData: OtherData{
