@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # inference processor (processor/inferenceprocessor, issue 3).
 
 .PHONY: bench-inferenceprocessor

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stepwire decodes engine step datagrams, the wire format the Python
 // hook (integrations/python/inferprof_hook/wire.py) sends once per scheduler
 // step. The format is specified in docs/step-wire.md.

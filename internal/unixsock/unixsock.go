@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package unixsock prepares the private Unix sockets that the engine-side
 // parts of inferprof (the CUPTI library, the step hook) write to.
 package unixsock // import "github.com/inferprof/inferprof/internal/unixsock"

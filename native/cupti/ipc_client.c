@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* See ipc_client.h. Everything here is plain C and POSIX so that it is
  * built and tested with gcc, ASan and UBSan where CUDA does not exist. */
 #define _GNU_SOURCE

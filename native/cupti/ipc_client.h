@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* ipc_client: the pure-C encoder and transport of the inferprof CUPTI
  * injection library. It knows nothing about CUDA: it turns activity records
  * into wire frames (docs/cupti-wire.md) and streams them over a Unix socket

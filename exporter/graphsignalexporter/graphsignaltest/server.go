@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package graphsignaltest is a fake Graphsignal ingest service for tests: a
 // real HTTP server on loopback that checks the headers, gunzips each
 // upload, decodes v1 uploads with a schema compiled from Graphsignal's field

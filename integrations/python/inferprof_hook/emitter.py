@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Per-engine-instance step emitter: numbers one step after another and sends it."""
 
 import os

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* bench_client measures the C side's cost per record: encode plus a
  * non-blocking socket write, with a reader thread draining the other end
  * as the collector would. It prints ns/record for a few batch mixes. */

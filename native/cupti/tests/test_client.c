@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* Tests of the encoder and transport against a real Unix socket. They run
  * under ASan and UBSan in `make test`. A fake clock drives the backoff. */
 #define _GNU_SOURCE

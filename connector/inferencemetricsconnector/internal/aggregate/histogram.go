@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package aggregate holds the connector's series: explicit-bucket histograms
 // and counters keyed by resource and dimensions, bounded by a cardinality
 // limit, and their conversion to pdata.

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package delta turns OTLP metrics into the per-upload deltas Graphsignal
 // expects: counters and histograms as increments since the last upload,
 // gauges only when their timestamp advanced, histogram min/max as lifetime

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package encode maps OTLP data, already turned into deltas, to Graphsignal's
 // wire messages: metrics and logs to the v1 UploadRequest, spans to the v0
 // one.

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package local keeps the signals the exporter would upload and serves them
 // as JSON on GET /signals, in the shape of Graphsignal's local endpoint, so
 // people, scripts and coding agents can read them without an account.

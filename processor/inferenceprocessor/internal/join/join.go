@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package join pairs SGLang request spans with the queue stage spans of the
 // same trace, which SGLang exports from another process in another batch,
 // in either order. All state is bounded; the caller supplies the clock.

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package redact removes prompt and completion content from spans.
 package redact // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 

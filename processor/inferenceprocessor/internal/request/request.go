@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package request recognises LLM engine request spans and normalises what
 // each engine writes on them into one canonical set of attributes.
 package request // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package aggregate sums CUDA activity records per source, device and kernel
 // series between flushes, without allocating per record.
 package aggregate // import "github.com/inferprof/inferprof/receiver/cuptireceiver/internal/aggregate"

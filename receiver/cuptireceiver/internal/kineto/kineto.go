@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kineto reads PyTorch profiler (Kineto) Chrome-trace files into
 // the same records the CUPTI injection library sends, so one aggregation
 // serves both sources.
