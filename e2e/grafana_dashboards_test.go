@@ -25,9 +25,9 @@ import (
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
 
-// scrape reads the prometheus exporter's text exposition into metric name
+// scrapeLabels reads the prometheus exporter's text exposition into metric name
 // -> label names seen on it.
-func scrape(t *testing.T, p parser.Parser, addr string) map[string]map[string]bool {
+func scrapeLabels(t *testing.T, p parser.Parser, addr string) map[string]map[string]bool {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	require.NoError(t, err)
@@ -220,7 +220,7 @@ func TestGrafanaDashboardsUseExportedNames(t *testing.T) {
 	// Not fatal: past the wait, the checks below name what is missing.
 	var scraped map[string]map[string]bool
 	assert.Eventually(t, func() bool {
-		scraped = scrape(t, p, ports.Addr("prometheus"))
+		scraped = scrapeLabels(t, p, ports.Addr("prometheus"))
 		for name := range wanted {
 			if _, ok := scraped[name]; !ok {
 				return false
