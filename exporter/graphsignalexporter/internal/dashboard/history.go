@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -165,6 +166,7 @@ func ms(ts pcommon.Timestamp) int64 { return int64(ts) / 1e6 / 1000 * 1000 }
 // result is merged (Merge) only once the batch was accepted.
 func Collect(md pmetric.Metrics) *History {
 	b := NewHistory()
+	b.addReadings(md)
 	for _, rm := range md.ResourceMetrics().All() {
 		ra := rm.Resource().Attributes()
 		for _, sm := range rm.ScopeMetrics().All() {
@@ -322,52 +324,34 @@ func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 				kt.count += int64(v)
 			}
 		}
-	case "hw.gpu.utilization", "hw.gpu.memory.usage", "hw.gpu.memory.limit", "hw.power":
-		var dps pmetric.NumberDataPointSlice
-		switch m.Type() {
-		case pmetric.MetricTypeGauge:
-			dps = m.Gauge().DataPoints()
-		case pmetric.MetricTypeSum:
-			dps = m.Sum().DataPoints()
-		default:
-			return
+	}
+}
+
+// addReadings keeps the NVML readings of one batch per device.
+func (h *History) addReadings(md pmetric.Metrics) {
+	for _, r := range timeline.Readings(md) {
+		key := r.Host + "/" + r.Device
+		g, ok := h.gpus[key]
+		if !ok {
+			if len(h.gpus) >= maxGPUs {
+				continue
+			}
+			g = &gpu{host: r.Host, id: r.Device}
+			h.gpus[key] = g
 		}
-		for _, dp := range dps.All() {
-			if task := str(dp.Attributes(), "hw.gpu.task"); name == "hw.gpu.utilization" && task != "" && task != "general" {
-				continue
-			}
-			id := str(ra, names.AttrDeviceID)
-			if id == "" {
-				id = str(dp.Attributes(), names.AttrDeviceID)
-			}
-			v := number(dp)
-			if id == "" || math.IsNaN(v) || math.IsInf(v, 0) {
-				continue
-			}
-			host := str(ra, names.ResourceHostName)
-			key := host + "/" + id
-			g, ok := h.gpus[key]
-			if !ok {
-				if len(h.gpus) >= maxGPUs {
-					continue
-				}
-				g = &gpu{host: host, id: id}
-				h.gpus[key] = g
-			}
-			if n := str(ra, "hw.name"); n != "" {
-				g.name = n
-			}
-			t := ms(dp.Timestamp())
-			switch name {
-			case "hw.gpu.utilization":
-				*g.util.at(t, zero) = v
-			case "hw.gpu.memory.usage":
-				*g.mem.at(t, zero) = v
-			case "hw.gpu.memory.limit":
-				g.limit = v
-			case "hw.power":
-				*g.pow.at(t, zero) = v
-			}
+		if r.DeviceName != "" {
+			g.name = r.DeviceName
+		}
+		t := r.TS / 1e9 * 1000
+		switch r.Metric {
+		case "hw.gpu.utilization":
+			*g.util.at(t, zero) = r.Value
+		case "hw.gpu.memory.usage":
+			*g.mem.at(t, zero) = r.Value
+		case "hw.gpu.memory.limit":
+			g.limit = r.Value
+		case "hw.power":
+			*g.pow.at(t, zero) = r.Value
 		}
 	}
 }

@@ -102,14 +102,8 @@ type Kernel struct {
 	StepSpan  pcommon.SpanID
 }
 
-// Sample is one NVML gauge reading.
-type Sample struct {
-	Host, Device string
-	DeviceName   string
-	Metric       string // one of the metric* names
-	TS           int64
-	Value        float64
-}
+// Sample is an NVML reading drawn as a counter.
+type Sample Reading
 
 // queue is a FIFO of records with their arrival number, so the store can
 // evict the oldest record of any kind.
@@ -286,10 +280,19 @@ func Collect(td ptrace.Traces) *Batch {
 	return b
 }
 
-// CollectMetrics reads the NVML utilisation, memory and power readings of
-// md. It only reads md.
-func CollectMetrics(md pmetric.Metrics) *Batch {
-	b := &Batch{}
+// Reading is one NVML gauge reading of a GPU: utilisation (general task,
+// a fraction), memory used or total (bytes), or power (W).
+type Reading struct {
+	Host, Device, DeviceName string
+	Metric                   string // the nvml receiver's metric name
+	TS                       int64  // unix ns
+	Value                    float64
+}
+
+// Readings returns the NVML utilisation, memory and power readings of md,
+// for the timeline's counters and the dashboard. It only reads md.
+func Readings(md pmetric.Metrics) []Reading {
+	var out []Reading
 	for _, rm := range md.ResourceMetrics().All() {
 		ra := rm.Resource().Attributes()
 		host, device, devName := str(ra, names.ResourceHostName), str(ra, names.AttrDeviceID), str(ra, "hw.name")
@@ -318,25 +321,32 @@ func CollectMetrics(md pmetric.Metrics) *Batch {
 					if dev == "" {
 						dev = str(dp.Attributes(), names.AttrDeviceID)
 					}
-					if dev == "" || dp.Timestamp() == 0 {
-						continue
-					}
 					v := number(dp)
-					if math.IsNaN(v) || math.IsInf(v, 0) {
+					if dev == "" || dp.Timestamp() == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 						continue
 					}
-					if name == metricGPUMemLimit {
-						if b.limits == nil {
-							b.limits = map[string]float64{}
-						}
-						b.limits[host+"/"+dev] = v
-						continue
-					}
-					b.samples = append(b.samples, Sample{Host: intern(host), Device: intern(dev), DeviceName: intern(devName),
+					out = append(out, Reading{Host: intern(host), Device: intern(dev), DeviceName: intern(devName),
 						Metric: name, TS: int64(dp.Timestamp()), Value: v})
 				}
 			}
 		}
+	}
+	return out
+}
+
+// CollectMetrics reads the NVML utilisation, memory and power readings of
+// md. It only reads md.
+func CollectMetrics(md pmetric.Metrics) *Batch {
+	b := &Batch{}
+	for _, r := range Readings(md) {
+		if r.Metric == metricGPUMemLimit {
+			if b.limits == nil {
+				b.limits = map[string]float64{}
+			}
+			b.limits[r.Host+"/"+r.Device] = r.Value
+			continue
+		}
+		b.samples = append(b.samples, Sample(r))
 	}
 	return b
 }
