@@ -214,17 +214,10 @@ func (h *History) Merge(b *History) {
 		kt.seconds += v.seconds
 		kt.count += v.count
 	}
-	for key, g := range b.gpus {
-		hg, ok := h.gpus[key]
-		if !ok {
-			if len(h.gpus) >= maxGPUs {
-				continue
-			}
-			hg = &gpu{host: g.host, id: g.id}
-			h.gpus[key] = hg
-		}
-		if g.name != "" {
-			hg.name = g.name
+	for _, g := range b.gpus {
+		hg := h.gpu(g.host, g.id, g.name)
+		if hg == nil {
+			continue
 		}
 		if g.limit > 0 {
 			hg.limit = g.limit
@@ -327,20 +320,28 @@ func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 	}
 }
 
+// gpu returns the device's history, made on first sight; nil past maxGPUs.
+func (h *History) gpu(host, id, name string) *gpu {
+	g, ok := h.gpus[host+"/"+id]
+	if !ok {
+		if len(h.gpus) >= maxGPUs {
+			return nil
+		}
+		g = &gpu{host: host, id: id}
+		h.gpus[host+"/"+id] = g
+	}
+	if name != "" {
+		g.name = name
+	}
+	return g
+}
+
 // addReadings keeps the NVML readings of one batch per device.
 func (h *History) addReadings(md pmetric.Metrics) {
 	for _, r := range timeline.Readings(md) {
-		key := r.Host + "/" + r.Device
-		g, ok := h.gpus[key]
-		if !ok {
-			if len(h.gpus) >= maxGPUs {
-				continue
-			}
-			g = &gpu{host: r.Host, id: r.Device}
-			h.gpus[key] = g
-		}
-		if r.DeviceName != "" {
-			g.name = r.DeviceName
+		g := h.gpu(r.Host, r.Device, r.DeviceName)
+		if g == nil {
+			continue
 		}
 		t := r.TS / 1e9 * 1000
 		switch r.Metric {
