@@ -51,12 +51,12 @@ func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) 
 }
 
 var errTracesOff = errors.New("neither traces mode nor the local timeline is on: set traces.enabled: true to upload spans to " +
-	"Graphsignal's /api/v1/signals/ endpoint, or timeline.enabled: true with a local.endpoint to keep them for GET /timeline, " +
+	"Graphsignal's /api/v1/signals/ endpoint, or timeline.enabled: true to keep them for GET /timeline on local.endpoint, " +
 	"or leave this exporter out of traces pipelines (request spans reach Graphsignal through the inference_metrics connector)")
 
 func createTraces(_ context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
 	c := cfg.(*Config)
-	if !c.Traces.Enabled && (!c.Timeline.Enabled || c.Local.NetAddr.Endpoint == "") {
+	if !c.Traces.Enabled && !c.Timeline.Enabled {
 		return nil, errTracesOff
 	}
 	s, err := acquire(set, c)

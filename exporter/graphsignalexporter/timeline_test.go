@@ -105,3 +105,24 @@ func TestTracesModeAlsoFeedsTheTimeline(t *testing.T) {
 	assert.Len(t, ups[0].V0.Spans, 2)
 	assert.EqualValues(t, 1, getTimeline(t, h.localURL())["otherData"].(map[string]any)["requests"])
 }
+
+// TestTracesWithoutListener: with the local listener off and traces mode
+// off, a traces pipeline still starts (the shipped configs have one) and
+// drops spans with a warning; with the timeline off too it is refused.
+func TestTracesWithoutListener(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	cfg := createDefaultConfig().(*Config)
+	cfg.APIKey = "k"
+	cfg.Local.NetAddr.Endpoint = ""
+	require.NoError(t, cfg.Validate())
+	exp, err := NewFactory().CreateTraces(t.Context(), metadatatest.NewSettings(tel), cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), requestSpans(time.Now())))
+	require.NoError(t, exp.Shutdown(context.Background()))
+
+	cfg.Timeline.Enabled = false
+	_, err = NewFactory().CreateTraces(t.Context(), metadatatest.NewSettings(tel), cfg)
+	require.ErrorIs(t, err, errTracesOff)
+}

@@ -23,6 +23,11 @@ type tracesExporter struct {
 func newTracesExporter(s *shared, set exporter.Settings) (*tracesExporter, error) {
 	e := &tracesExporter{}
 	e.s = s
+	if !s.cfg.Traces.Enabled && s.timeline == nil {
+		// The shipped configs put this exporter in the traces pipeline;
+		// turning the local listener off must not stop the collector.
+		set.Logger.Warn("local.endpoint is empty and traces mode is off: spans in this pipeline are neither kept nor uploaded")
+	}
 	if s.cfg.Traces.Enabled {
 		push := func(ctx context.Context, td ptrace.Traces) error {
 			req, st := s.enc.Spans(td)
