@@ -51,6 +51,7 @@ func createDefaultConfig() component.Config {
 			MaxRecords:   stepwindow.NewDefaultConfig().MaxRecords,
 			MaxInstances: stepwindow.NewDefaultConfig().MaxInstances,
 			StallFactor:  stepwindow.NewDefaultConfig().StallFactor,
+			MaxITLGaps:   256,
 		},
 		Privacy: PrivacyConfig{
 			Attributes: append([]string(nil), redact.DefaultAttributes...),
