@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -544,6 +545,35 @@ func TestLifecycleWithTicker(t *testing.T) {
 	require.Eventually(t, func() bool { return sink.SpanCount() == 3 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, tp.Shutdown(t.Context()))
 	require.NoError(t, tp.Shutdown(t.Context()), "shutdown is idempotent")
+}
+
+// TestTickerNeverSeesAHeldSpanHalfMoved holds bursts of SGLang roots while
+// the ticker expires them every millisecond: under -race, a held batch read
+// while hold still fills it is reported (seen under load before hold built
+// the batch under the join's lock), and every span must still arrive.
+func TestTickerNeverSeesAHeldSpanHalfMoved(t *testing.T) {
+	cfg := goldenConfig()
+	cfg.SGLangJoin.Wait = 4 * time.Millisecond // the ticker runs every 1 ms
+	start := func() (processor.Traces, *consumertest.TracesSink) {
+		sink := new(consumertest.TracesSink)
+		tp, err := NewFactory().CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+		require.NoError(t, err)
+		require.NoError(t, tp.Start(t.Context(), componenttest.NewNopHost()))
+		t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
+		return tp, sink
+	}
+	// What one root becomes (the root and its phase spans) once released.
+	one, oneSink := start()
+	require.NoError(t, one.ConsumeTraces(t.Context(), sglangRootOnly(t)))
+	require.Eventually(t, func() bool { return oneSink.SpanCount() > 0 }, 5*time.Second, time.Millisecond)
+	per := oneSink.SpanCount()
+
+	tp, sink := start()
+	const batches = 200
+	for range batches {
+		require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
+	}
+	require.Eventually(t, func() bool { return sink.SpanCount() == per*batches }, 10*time.Second, 50*time.Millisecond)
 }
 
 func TestShutdownWithoutStart(t *testing.T) {

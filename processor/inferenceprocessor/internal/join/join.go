@@ -148,14 +148,15 @@ func (t *Table) AddStage(trace pcommon.TraceID, stage Stage, seconds float64, st
 
 // AddRequest offers a root request span that needs stage. If that stage
 // is already known, it returns its queue and the caller processes the span
-// at once. Otherwise the table takes td and holds it until AddStage or
-// Expire releases it. unified roots take the whole trace's records with
-// them; PD roots only their own stage, leaving the other role's. Evicted
-// entries' held spans are returned in evictedOut.
-func (t *Table) AddRequest(trace pcommon.TraceID, needs Stage, unified bool, td ptrace.Traces, now time.Time) (q Released, held bool, evictedOut []Released, evicted int) {
+// at once. Otherwise the table calls take, under its lock, for the batch
+// to hold, and holds it until AddStage or Expire releases it: a ticker's
+// Expire can never see a batch still being filled. unified roots take the
+// whole trace's records with them; PD roots only their own stage, leaving
+// the other role's. Evicted entries' held spans are returned in evictedOut.
+func (t *Table) AddRequest(trace pcommon.TraceID, needs Stage, unified bool, take func() ptrace.Traces, now time.Time) (q Released, held bool, evictedOut []Released, evicted int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := heldSpan{td: td, needs: needs, unified: unified}
+	h := heldSpan{needs: needs, unified: unified}
 	if e, ok := t.entries[trace]; ok && e.stages[needs].known {
 		rec := e.stages[needs]
 		t.consume(e, h)
@@ -170,6 +171,7 @@ func (t *Table) AddRequest(trace pcommon.TraceID, needs Stage, unified bool, td 
 		add = 0 // a stage-only entry that starts holding keeps its weight
 	}
 	evictedOut, evicted = t.makeRoom(add, e)
+	h.td = take()
 	if e, ok := t.entries[trace]; ok {
 		t.size -= e.weight()
 		e.held = append(e.held, h)

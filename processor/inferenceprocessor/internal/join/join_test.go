@@ -23,7 +23,7 @@ func newTable(max int) *Table {
 
 // unified offers a unified root.
 func unified(tb *Table, trace pcommon.TraceID, now time.Time) (Released, bool, []Released, int) {
-	return tb.AddRequest(trace, PrefillWaiting, true, ptrace.NewTraces(), now)
+	return tb.AddRequest(trace, PrefillWaiting, true, ptrace.NewTraces, now)
 }
 
 func TestStageFirst(t *testing.T) {
@@ -99,11 +99,11 @@ func TestUnifiedIgnoresDecodeWaiting(t *testing.T) {
 // any order.
 func TestDisaggregated(t *testing.T) {
 	tb := newTable(10)
-	_, held, _, _ := tb.AddRequest(tid(1), DecodeWaiting, false, ptrace.NewTraces(), t0)
+	_, held, _, _ := tb.AddRequest(tid(1), DecodeWaiting, false, ptrace.NewTraces, t0)
 	require.True(t, held)
 	out, _ := tb.AddStage(tid(1), PrefillWaiting, 0.12, 1, t0)
 	assert.Empty(t, out, "prefill_waiting is not the decode root's queue")
-	q, held, _, _ := tb.AddRequest(tid(1), PrefillWaiting, false, ptrace.NewTraces(), t0)
+	q, held, _, _ := tb.AddRequest(tid(1), PrefillWaiting, false, ptrace.NewTraces, t0)
 	assert.False(t, held)
 	assert.InDelta(t, 0.12, q.Queue, 1e-12)
 	out, _ = tb.AddStage(tid(1), DecodeWaiting, 0.08, 2, t0)
