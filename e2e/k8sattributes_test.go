@@ -172,28 +172,32 @@ func (c podChain) start(p component.Component) {
 	c.t.Cleanup(func() { require.NoError(c.t, p.Shutdown(context.Background())) })
 }
 
-func (c podChain) traces(sink consumer.Traces) consumer.Traces {
+// build chains the three processors in front of sink; create makes one
+// processor of the signal from its factory and config.
+func build[C any](c podChain, sink C, create func(processor.Factory, component.Config, C) (C, component.Component, error)) C {
 	next := sink
 	for i := len(podChainIDs) - 1; i >= 0; i-- {
 		p := podChainIDs[i]
-		tp, err := p.f.CreateTraces(context.Background(), processortest.NewNopSettings(p.f.Type()), c.config(p.id, p.f), next)
+		head, comp, err := create(p.f, c.config(p.id, p.f), next)
 		require.NoError(c.t, err)
-		c.start(tp)
-		next = tp
+		c.start(comp)
+		next = head
 	}
 	return next
 }
 
+func (c podChain) traces(sink consumer.Traces) consumer.Traces {
+	return build(c, sink, func(f processor.Factory, cfg component.Config, next consumer.Traces) (consumer.Traces, component.Component, error) {
+		p, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(f.Type()), cfg, next)
+		return p, p, err
+	})
+}
+
 func (c podChain) metrics(sink consumer.Metrics) consumer.Metrics {
-	next := sink
-	for i := len(podChainIDs) - 1; i >= 0; i-- {
-		p := podChainIDs[i]
-		mp, err := p.f.CreateMetrics(context.Background(), processortest.NewNopSettings(p.f.Type()), c.config(p.id, p.f), next)
-		require.NoError(c.t, err)
-		c.start(mp)
-		next = mp
-	}
-	return next
+	return build(c, sink, func(f processor.Factory, cfg component.Config, next consumer.Metrics) (consumer.Metrics, component.Component, error) {
+		p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(f.Type()), cfg, next)
+		return p, p, err
+	})
 }
 
 var wantPod = map[string]string{
