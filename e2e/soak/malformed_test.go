@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/e2etest"
 	"github.com/inferprof/inferprof/internal/stepwire"
 )
 
@@ -122,7 +123,7 @@ func (r *run) malformed(t *testing.T) {
 	ccancel()
 
 	// Kineto: a truncated trace, an oversized junk file, and a real one.
-	fixture, err := os.ReadFile(filepath.Join(filepathRepoRoot(), "receiver", "cuptireceiver", "testdata", "kineto", kinetoFixture))
+	fixture, err := os.ReadFile(filepath.Join(e2etest.RepoRoot(), "receiver", "cuptireceiver", "testdata", "kineto", kinetoFixture))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(r.kineto, "truncated.json.gz"), fixture[:len(fixture)/2], 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(r.kineto, "oversized.json"), append([]byte(`{"traceEvents": [`), bytes.Repeat([]byte(`{"ph": "X", `), 1<<20)...), 0o600))
