@@ -8,11 +8,11 @@
 # generators) and writes its figures to $(SOAK_REPORT) for
 # docs/reliability.md. Plain `go test ./...` skips it.
 #
-# The collector runs as if in a 1 GiB container: memory_limiter at 80%/20%
-# of it and GOMEMLIMIT at 80%, as deploy/ sets it. SOAK_GOMEMLIMIT=off (or
-# another value) measures the collector without (or with another) GOMEMLIMIT;
-# SOAK_PHASES=memory (a comma-separated list of load, outage, malformed,
-# crash, memory) runs only those phases.
+# The collector gets a 1 GiB budget the way docs/deployment.md says to give
+# it one outside a container: INFERPROF_MEMORY_LIMIT_MIB and GOMEMLIMIT at
+# 80% of it. SOAK_GOMEMLIMIT=off (or another value) measures the collector
+# without (or with another) GOMEMLIMIT; SOAK_PHASES=memory (a comma-separated
+# list of load, outage, malformed, crash, memory) runs only those phases.
 .PHONY: soak test-soak
 
 TEST_TARGETS += test-soak

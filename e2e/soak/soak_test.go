@@ -41,30 +41,20 @@ const (
 	spansPerRq = 500
 )
 
-// The soak's collector runs as if in a container with containerMiB of
-// memory: memory_limiter gets the shares the shipped configs give it
-// (limit_percentage 80, spike_limit_percentage 20, rounded down to MiB) and
-// GOMEMLIMIT the share deploy/ gives it (80% of the container's limit, the
-// OpenTelemetry Collector chart's useGOMEMLIMIT formula). The percentages
-// cannot be used as such here: on a host without a cgroup limit they are
-// taken of the host's memory (24 GiB), which no phase reaches.
+// The soak gives the collector a budget of budgetMiB, as
+// docs/deployment.md tells a host without a container limit to:
+// INFERPROF_MEMORY_LIMIT_MIB (memory_limiter's limit_mib in the shipped
+// configs; its spike limit is then 20% of it) and GOMEMLIMIT both at 80% of
+// the budget, the shares deploy/ gives them of a container's limit. The
+// shipped percentages alone would be of the host's memory (24 GiB here),
+// which no phase reaches.
 const (
-	containerMiB = 1024
-	limitMiB     = containerMiB * 80 / 100
-	spikeMiB     = containerMiB * 20 / 100
+	budgetMiB = 1024
+	limitMiB  = budgetMiB * 80 / 100
+	spikeMiB  = limitMiB / 5 // memory_limiter's default for limit_mib
 )
 
-var defaultGOMEMLIMIT = fmt.Sprintf("%dMiB", containerMiB*80/100)
-
-const overlay = `
-processors:
-  memory_limiter:
-    check_interval: 1s
-    limit_percentage: 0
-    spike_limit_percentage: 0
-    limit_mib: %d
-    spike_limit_mib: %d
-`
+var defaultGOMEMLIMIT = fmt.Sprintf("%dMiB", budgetMiB*80/100)
 
 type run struct {
 	t        *testing.T
@@ -112,13 +102,7 @@ func TestSoak(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(r.sockDir) })
 	r.kineto = filepath.Join(r.dataDir, "kineto")
 	require.NoError(t, os.Mkdir(r.kineto, 0o700))
-	ov := filepath.Join(r.dataDir, "overlay.yaml")
-	ci := os.Getenv("SOAK_DEBUG_CHECK")
-	if ci == "" {
-		ci = "1s"
-	}
-	require.NoError(t, os.WriteFile(ov, fmt.Appendf(nil, overlay, limitMiB, spikeMiB), 0o600))
-	r.files = []string{filepath.Join(e2etest.RepoRoot(), "config", "graphsignal.yaml"), ov}
+	r.files = []string{filepath.Join(e2etest.RepoRoot(), "config", "graphsignal.yaml")}
 	r.env = []string{
 		"INFERPROF_OTLP_GRPC_ENDPOINT=" + r.ports.Addr("otlp_grpc"),
 		"INFERPROF_OTLP_HTTP_ENDPOINT=" + r.ports.Addr("otlp_http"),
@@ -134,14 +118,15 @@ func TestSoak(t *testing.T) {
 		"INFERPROF_METRICS_FLUSH_INTERVAL=1s",
 		"GRAPHSIGNAL_API_KEY=soak-key",
 		"GRAPHSIGNAL_ENDPOINT=" + r.srv.URL,
+		fmt.Sprintf("INFERPROF_MEMORY_LIMIT_MIB=%d", limitMiB),
 	}
 	// SOAK_GOMEMLIMIT replaces the collector's GOMEMLIMIT (not the test
 	// process's); "off" runs it without one, to measure what it bounds.
 	r.gomemlimit = cmp.Or(os.Getenv("SOAK_GOMEMLIMIT"), defaultGOMEMLIMIT)
 	r.env = append(r.env, "GOMEMLIMIT="+r.gomemlimit)
 	r.start()
-	r.addf("Run: `SOAK_DURATION=%s SOAK_PHASES=%s`, config/graphsignal.yaml as in a %d MiB container: memory_limiter limit_mib %d / spike_limit_mib %d, GOMEMLIMIT=%s; %d CPUs, load average %s at the start.",
-		r.duration, os.Getenv("SOAK_PHASES"), containerMiB, limitMiB, spikeMiB, r.gomemlimit, numCPU(), loadAverage())
+	r.addf("Run: `SOAK_DURATION=%s SOAK_PHASES=%s`, config/graphsignal.yaml with a %d MiB budget: memory_limiter limit_mib %d (spike %d), GOMEMLIMIT=%s; %d CPUs, load average %s at the start.",
+		r.duration, os.Getenv("SOAK_PHASES"), budgetMiB, limitMiB, spikeMiB, r.gomemlimit, numCPU(), loadAverage())
 
 	for _, ph := range []struct {
 		name string
@@ -249,7 +234,7 @@ func (r *run) load(t *testing.T) {
 	r.addf("| engine step datagrams, %d engines | %d/s each | %.0f/s each (%d sent, %d dropped at the sender as the hook would) | 0 |",
 		engines, stepRate, float64(steps.sent.Load())/elapsed/engines, steps.sent.Load(), steps.dropped.Load())
 	r.addf("| CUPTI kernel records, 2 connections | %d/s | %.0f/s (%d) | 0 |", cuptiRate, float64(cupti.records.Load())/elapsed, cupti.records.Load())
-	r.addf("\nCollector CPU %.2f cores; RSS median %.0f MiB, peak %.0f MiB (memory_limiter limit_mib %d, GOMEMLIMIT %s, container %d MiB).", cpu, med, peak, limitMiB, r.gomemlimit, containerMiB)
+	r.addf("\nCollector CPU %.2f cores; RSS median %.0f MiB, peak %.0f MiB (memory_limiter limit_mib %d, GOMEMLIMIT %s, budget %d MiB).", cpu, med, peak, limitMiB, r.gomemlimit, budgetMiB)
 	r.dropReport(s)
 }
 
@@ -378,7 +363,7 @@ func (r *run) crash(t *testing.T) {
 // data (visibly: the sender, the receiver's and the limiter's counters all
 // see each refusal, and nothing refused is lost), and GOMEMLIMIT keeps the
 // Go runtime's memory at memory_limiter's limit, so that the peak RSS, which
-// adds the binary's own pages, stays under the container's limit.
+// adds the binary's own pages, stays under the budget.
 func (r *run) memory(t *testing.T) {
 	spans := &spanSender{url: "http://" + r.ports.Addr("otlp_http") + "/v1/traces", batches: spanBatches(16, 4*spansPerRq), per: 4 * spansPerRq}
 	before := r.telemetry(t)
@@ -413,14 +398,14 @@ func (r *run) memory(t *testing.T) {
 	require.NoError(t, err)
 	anon, file := r.p.atPeak()
 	if r.gomemlimit == defaultGOMEMLIMIT {
-		assert.Less(t, peak, float64(containerMiB), "peak RSS (VmHWM) under the container's %d MiB with GOMEMLIMIT=%s", containerMiB, r.gomemlimit)
+		assert.Less(t, peak, float64(budgetMiB), "peak RSS (VmHWM) under the %d MiB budget with GOMEMLIMIT=%s", budgetMiB, r.gomemlimit)
 	} else {
 		t.Logf("SOAK_GOMEMLIMIT=%s: peak RSS %.0f MiB reported, not asserted", r.gomemlimit, peak)
 	}
 	r.addf("\n### Memory\n")
 	r.addf("16 unpaced senders of %d-span batches for %s: %d spans accepted, %.0f refused by memory_limiter (sent again by the sender until accepted; all %d counted by inference_metrics).",
 		spans.per, d, spans.accepted.Load(), limiter, spans.accepted.Load())
-	r.addf("\nPeak RSS %.0f MiB (VmHWM, this phase) with GOMEMLIMIT=%s, memory_limiter limit_mib %d, container %d MiB; at the highest sample %.0f MiB anonymous (the Go runtime's memory) and %.0f MiB file-backed (the binary's pages).",
-		peak, r.gomemlimit, limitMiB, containerMiB, anon, file)
+	r.addf("\nPeak RSS %.0f MiB (VmHWM, this phase) with GOMEMLIMIT=%s, memory_limiter limit_mib %d, budget %d MiB; at the highest sample %.0f MiB anonymous (the Go runtime's memory) and %.0f MiB file-backed (the binary's pages).",
+		peak, r.gomemlimit, limitMiB, budgetMiB, anon, file)
 	r.dropReport(s)
 }
