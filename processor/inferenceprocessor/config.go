@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
@@ -46,6 +47,19 @@ type Config struct {
 	// EngineSteps rebuilds each request's inter-token latency from the
 	// engine.step spans of the same engine (the engine_step receiver).
 	EngineSteps StepsConfig `mapstructure:"engine_steps"`
+
+	// Agents writes agent-run figures (time in model, tools and other,
+	// the engine queue share, turns) on agent-run spans.
+	Agents AgentsConfig `mapstructure:"agents"`
+
+	// Prices are per-model prices per 1M tokens, keyed by model name
+	// (gen_ai.request.model). No default.
+	Prices map[string]PriceConfig `mapstructure:"prices"`
+	// GPUHourPrice prices self-hosted engines by the hour of their GPUs,
+	// keyed by the GPU model name as NVML reports it (hw.name). No default.
+	GPUHourPrice map[string]GPUPriceConfig `mapstructure:"gpu_hour_price"`
+	// Cost says which GPUs serve engines that do not say.
+	Cost CostConfig `mapstructure:"cost"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -198,10 +212,19 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, errors.New("privacy.events is empty: list the event names to remove, or set privacy.keep_content: true to keep prompts and completions"))
 		}
 	}
+	errs = append(errs, cfg.validateAgents()...)
 	errs = append(errs, validatePatterns("privacy.attributes", cfg.Privacy.Attributes, true)...)
 	errs = append(errs, validatePatterns("privacy.events", cfg.Privacy.Events, false)...)
 	return errors.Join(errs...)
 }
+
+// writtenAttributes are the keys this processor writes: the request
+// span's canonical set, the agent figures and the cost.
+var writtenAttributes = append(append([]string(nil), request.CanonicalAttributes...),
+	names.AttrAgentTimeInModel, names.AttrAgentTimeInTools, names.AttrAgentTimeInOther,
+	names.AttrAgentTimeInQueue, names.AttrAgentModelCalls, names.AttrAgentToolCalls,
+	names.AttrAgentBottleneck, names.AttrAgentTurn, names.AttrAgentSincePrevTurn, names.AttrAgentName,
+	names.AttrRequestCost, names.AttrRequestCostMethod, names.AttrRequestCostCurrency)
 
 // validatePatterns rejects empty patterns, a "*" anywhere but the end, and,
 // for attributes, any pattern that would delete the canonical attributes
@@ -222,7 +245,7 @@ func validatePatterns(key string, patterns []string, attrs bool) []error {
 			continue
 		}
 		m := redact.NewMatcher([]string{p})
-		for _, c := range request.CanonicalAttributes {
+		for _, c := range writtenAttributes {
 			if m.Match(c) {
 				errs = append(errs, fmt.Errorf("%s: pattern %q would delete the canonical attribute %s", key, p, c))
 				break
