@@ -25,10 +25,13 @@ var incompleteReasons = []string{"timeout", "evicted", "truncated", "cycle", "un
 
 // batchState is what one batch collects for the agent assembly.
 type batchState struct {
-	plain   []agent.TracedNode // spans no GenAI instrumentation wrote, recorded for traces being assembled
-	out     []agent.Release    // held spans released while the batch ran
-	active  bool               // the assembly had traces when the batch began, or has since
-	touched bool               // the batch gave the assembly something
+	// plain are the spans no GenAI instrumentation wrote, recorded at the
+	// end of the batch for the traces being assembled by then (an HTTP
+	// client span ends, so comes, before the model call above it). Only
+	// held spans are moved out of a batch, so these stay valid.
+	plain   []ptrace.Span
+	out     []agent.Release // held spans released while the batch ran
+	touched bool            // the batch gave the assembly something
 }
 
 func newAssembler(cfg *Config, pricer *cost.Pricer) *agent.Assembler {
@@ -68,12 +71,10 @@ func newPricer(cfg *Config) *cost.Pricer {
 func (p *inferenceProcessor) genaiSpan(b *batchState, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) bool {
 	var info genai.Info
 	if !genai.Read(span, &info) {
-		if b.active {
-			b.plain = append(b.plain, agent.TracedNode{Trace: span.TraceID(), Node: agent.NewNode(span, agent.Plain)})
-		}
+		b.plain = append(b.plain, span)
 		return false
 	}
-	b.active, b.touched = true, true
+	b.touched = true
 	n := agent.NewNode(span, agent.FromGenAI(info.Role))
 	n.FromInfo(&info)
 	now := p.now()
@@ -102,7 +103,7 @@ func (p *inferenceProcessor) engineSpan(b *batchState, span ptrace.Span, ri *res
 	if p.agents == nil || span.ParentSpanID().IsEmpty() {
 		return false
 	}
-	b.active, b.touched = true, true
+	b.touched = true
 	n := agent.NewNode(span, agent.Engine)
 	n.Model = r.Model
 	n.Queue, n.Prefill, n.Decode = interval(r.Phases.Queue), interval(r.Phases.Prefill), interval(r.Phases.Decode)
@@ -176,10 +177,12 @@ func (p *inferenceProcessor) finishBatch(ctx context.Context, b *batchState) {
 		return
 	}
 	now := p.now()
-	if len(b.plain) > 0 {
+	recorded := false
+	if len(b.plain) > 0 && p.agents.Active() {
 		b.out = append(b.out, p.agents.RecordPlain(b.plain, now)...)
+		recorded = true
 	}
-	if b.touched || len(b.plain) > 0 {
+	if b.touched || recorded {
 		b.out = append(b.out, p.agents.Settle(now)...)
 	}
 	p.sendAgentReleases(ctx, b.out)

@@ -210,7 +210,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	var released []join.Released
 	var drop []int
 	held := false
-	b := batchState{active: p.agents != nil && p.agents.Active()}
+	var b batchState
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)

@@ -163,26 +163,24 @@ func (a *Assembler) Record(trace pcommon.TraceID, n Node, now time.Time) []Relea
 	return out
 }
 
-// TracedNode is a node with its trace.
-type TracedNode struct {
-	Trace pcommon.TraceID
-	Node  Node
-}
-
 // RecordPlain records, under one lock, the spans of a batch that no GenAI
 // instrumentation wrote, for the traces being assembled: they link model
 // calls to engine requests, and agent runs to the top of their process.
-func (a *Assembler) RecordPlain(nodes []TracedNode, now time.Time) []Release {
+func (a *Assembler) RecordPlain(spans []ptrace.Span, now time.Time) []Release {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []Release
-	for i := range nodes {
-		te := a.tab.Get(nodes[i].Trace)
+	for _, span := range spans {
+		trace := span.TraceID()
+		te := a.tab.Get(trace)
 		if te == nil {
 			continue
 		}
-		te, out = a.entry(nodes[i].Trace, te, 1, now, out)
-		n := nodes[i].Node
+		if _, dup := te.Value.nodes[span.SpanID()]; dup {
+			continue
+		}
+		te, out = a.entry(trace, te, 1, now, out)
+		n := NewNode(span, Plain)
 		a.addNode(te, &n, false)
 		a.settle(te, now)
 	}

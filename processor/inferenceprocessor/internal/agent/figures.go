@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"bytes"
 	"slices"
 	"time"
 
@@ -24,27 +25,38 @@ const joinTolerance = int64(250e6)
 func (a *Assembler) finish(tr *traceState, reason string, now time.Time) Release {
 	kids := tr.children()
 	calls := tr.joinEngines(a)
+	callOf := make(map[*Node]*Node, len(calls))
+	for call, engines := range calls {
+		for _, e := range engines {
+			callOf[e] = call
+		}
+	}
 	if reason == "" && tr.truncated {
 		reason = ReasonTruncated
 	}
 	rel := Release{Spans: make([]ptrace.Traces, 0, len(tr.held))}
 	var runs []*Node
-	for _, h := range tr.held {
-		span := h.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
-		switch n := h.node; n.Role {
-		case Agent:
-			f := a.run(tr, n, kids, calls)
-			f.write(span.Attributes(), reason)
-			a.stats.Runs++
-			runs = append(runs, n)
-		case Model:
-			a.finishCall(tr, n, calls[n], span.Attributes())
-		case Engine:
-			if call := tr.callOf(n, a.set.maxHops()); call != nil {
-				WriteContext(span.Attributes(), tr.context(call))
+	// Calls first: an agent run sums the cost its calls were given.
+	for pass := 0; pass < 2; pass++ {
+		for _, h := range tr.held {
+			span := h.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+			switch n := h.node; {
+			case pass == 0 && n.Role == Model:
+				a.finishCall(tr, n, calls[n], span.Attributes())
+			case pass == 0 && n.Role == Engine:
+				if call := callOf[n]; call != nil {
+					WriteContext(span.Attributes(), tr.context(call))
+				}
+			case pass == 1 && n.Role == Agent:
+				f := a.run(tr, n, kids, calls)
+				f.write(span.Attributes(), reason)
+				a.stats.Runs++
+				runs = append(runs, n)
+			}
+			if pass == 1 {
+				rel.Spans = append(rel.Spans, h.td)
 			}
 		}
-		rel.Spans = append(rel.Spans, h.td)
 	}
 	a.turns(tr, runs, now)
 	for _, n := range tr.nodes {
@@ -59,7 +71,11 @@ func (a *Assembler) finish(tr *traceState, reason string, now time.Time) Release
 // when it did not reach one of our engines (an engine's request span
 // carries the cost of the calls it served).
 func (a *Assembler) finishCall(tr *traceState, n *Node, engines []*Node, attrs pcommon.Map) {
-	WriteContext(attrs, tr.context(n))
+	ctx := tr.context(n)
+	if n.User != "" {
+		ctx.User = "" // the span names its user already (user.id, ...)
+	}
+	WriteContext(attrs, ctx)
 	if len(engines) > 0 || a.set.Pricer == nil || n.HasCost {
 		return
 	}
@@ -108,6 +124,8 @@ func (tr *traceState) context(n *Node) Context {
 	return ctx
 }
 
+// children indexes the nodes by parent, each list in start order (then by
+// id), so sums and ties come out the same whatever order spans came in.
 func (tr *traceState) children() map[pcommon.SpanID][]*Node {
 	kids := make(map[pcommon.SpanID][]*Node, len(tr.nodes))
 	for _, n := range tr.nodes {
@@ -115,7 +133,30 @@ func (tr *traceState) children() map[pcommon.SpanID][]*Node {
 			kids[n.Parent] = append(kids[n.Parent], n)
 		}
 	}
+	for _, k := range kids {
+		slices.SortFunc(k, byStart)
+	}
 	return kids
+}
+
+func byStart(x, y *Node) int {
+	switch {
+	case x.Start != y.Start:
+		return cmpInt(x.Start, y.Start)
+	case x.End != y.End:
+		return cmpInt(x.End, y.End)
+	}
+	return bytes.Compare(x.ID[:], y.ID[:])
+}
+
+func cmpInt(x, y int64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
 }
 
 // callOf finds the model call an engine request served: up its parents (an
@@ -175,6 +216,9 @@ func (tr *traceState) joinEngines(a *Assembler) map[*Node][]*Node {
 			continue
 		}
 		calls[match] = append(calls[match], e)
+	}
+	for _, engines := range calls {
+		slices.SortFunc(engines, byStart)
 	}
 	return calls
 }

@@ -11,26 +11,83 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// DefaultAttributes are the content keys removed by default. A trailing "*"
-// matches a prefix.
+// DefaultAttributes are the content keys removed by default: prompts,
+// outputs, system instructions, tool arguments and results, retrieved
+// documents. A trailing "*" matches a prefix. Where each comes from (see
+// ../../testdata/agents/README.md for the versions read):
+//   - GenAI semconv (semantic-conventions-genai model/gen-ai/spans.yaml):
+//     the opt-in gen_ai.input.messages, gen_ai.output.messages,
+//     gen_ai.system_instructions, gen_ai.tool.definitions,
+//     gen_ai.tool.call.arguments / .result, gen_ai.retrieval.query.text,
+//     gen_ai.retrieval.documents, gen_ai.memory.query.text,
+//     gen_ai.memory.records; the removed gen_ai.prompt / gen_ai.completion.
+//   - contrib openai-agents-v2 span_processor.py: the semconv keys, plus
+//     gen_ai.orchestrator.agent.definitions (agent system messages),
+//     gen_ai.transcription.text and gen_ai.speech.input_text.
+//   - OpenLLMetry LangChain callback_handler.py 0.62.1: traceloop.entity.input
+//     / .output and gen_ai.task.input / .output (chain, task and tool
+//     inputs and outputs), gen_ai.prompt.{i}.* / gen_ai.completion.{i}.* in
+//     older releases, llm.prompts.
+//   - OpenInference semconv trace/__init__.py: input.value, output.value,
+//     llm.input_messages.*, llm.output_messages.*, llm.prompts, llm.choices,
+//     llm.prompt_template.*, llm.function_call, llm.tools, retrieval.documents.*,
+//     llm.invocation_parameters (the openai-agents processor dumps the
+//     Responses request into it, instructions included),
+//     document.content, reranker.query, reranker.input_documents /
+//     .output_documents, embedding.embeddings (embedding.text within);
+//     message.* and message_content.* as top-level keys too.
+//
+// None matches a token count (gen_ai.usage.*, llm.token_count.*) or a name
+// the agent figures read (gen_ai.agent.name, tool.name, agent.name).
 var DefaultAttributes = []string{
 	"gen_ai.prompt*",
 	"gen_ai.completion*",
 	"gen_ai.input.messages",
 	"gen_ai.output.messages",
 	"gen_ai.system_instructions",
+	"gen_ai.tool.definitions",
 	"gen_ai.tool.call.arguments",
 	"gen_ai.tool.call.result",
-	"llm.prompts",
-	"llm.completions",
+	"gen_ai.retrieval.query.text",
+	"gen_ai.retrieval.documents",
+	"gen_ai.memory.query.text",
+	"gen_ai.memory.records",
+	"gen_ai.orchestrator.agent.definitions",
+	"gen_ai.transcription.text",
+	"gen_ai.speech.input_text",
+	"gen_ai.task.input",
+	"gen_ai.task.output",
+	"traceloop.entity.input",
+	"traceloop.entity.output",
+	"llm.prompts*",
+	"llm.completions*",
+	"llm.choices*",
+	"llm.input_messages*",
+	"llm.output_messages*",
+	"llm.prompt_template*",
+	"llm.function_call",
+	"llm.invocation_parameters",
+	"llm.tools*",
+	"input.value",
+	"output.value",
+	"message.content*",
+	"message_content.*",
+	"document.content",
+	"retrieval.documents*",
+	"reranker.query",
+	"reranker.input_documents*",
+	"reranker.output_documents*",
+	"embedding.embeddings*",
 }
 
 // DefaultEvents are the content span events removed by default: the GenAI
-// semconv message events, old and new.
+// semconv message events, old and new (gen_ai.developer.message is what
+// the contrib openai-v2 instrumentation names developer-role messages).
 var DefaultEvents = []string{
 	"gen_ai.content.prompt",
 	"gen_ai.content.completion",
 	"gen_ai.system.message",
+	"gen_ai.developer.message",
 	"gen_ai.user.message",
 	"gen_ai.assistant.message",
 	"gen_ai.tool.message",
