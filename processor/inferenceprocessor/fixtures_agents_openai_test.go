@@ -135,7 +135,7 @@ func oaTurn1() (first, second, engine *batch) {
 	first, second, engine = oaBatch(), oaBatch(), vllmExport()
 	t := turn1
 	// Export 1: what ended by 5 s.
-	vllmUnder(first, engine, oaTraceA, t.call1, "a100000000000011", "c100000000000011", "chatcmpl-a1c1", 812, 64, 0.400, 0.150, 1.350)
+	vllmUnder(first, engine, oaTraceA, t.call1, "a100000000000011", "c100000000000011", "chatcmpl-a1c1", engineCall(0))
 	oaGeneration(first, oaTraceA, t.call1, 812, 64, "(calls get_weather twice)")
 	s := first.at(oaTraceA, t.clock, "execute_tool get_time", ptrace.SpanKindInternal)
 	oaBase(s, "execute_tool")
@@ -150,7 +150,7 @@ func oaTurn1() (first, second, engine *batch) {
 	oaTool(first, oaTraceA, t.paris, "get_weather", `{"city":"Paris"}`, "18C, cloudy")
 	// Export 2: the rest: the slow tool, the answer, the agent, the root.
 	oaTool(second, oaTraceA, t.tokyo, "get_weather", `{"city":"Tokyo"}`, "24C, clear")
-	vllmUnder(second, engine, oaTraceA, t.call2, "a100000000000012", "c100000000000012", "chatcmpl-a1c2", 1210, 142, 0.900, 0.250, 2.050)
+	vllmUnder(second, engine, oaTraceA, t.call2, "a100000000000012", "c100000000000012", "chatcmpl-a1c2", engineCall(1))
 	oaGeneration(second, oaTraceA, t.call2, 1210, 142, "Paris 18C and cloudy, Tokyo 24C and clear.")
 	oaAgent(second, oaTraceA, t.agent, "Weather agent", "Qwen/Qwen3-8B")
 	oaRoot(second, oaTraceA, t.root)

@@ -102,12 +102,12 @@ func scTool(b *batch, trace string, st agentStep, name, callID, args, result, er
 func scTurn1() (first, second, engine *batch) {
 	first, second, engine = scBatch(), scBatch(), vllmExport()
 	t := turn1
-	vllmUnder(first, engine, scTraceA, t.call1, "a100000000000031", "c100000000000031", "chatcmpl-sc1", 812, 64, 0.400, 0.150, 1.350)
+	vllmUnder(first, engine, scTraceA, t.call1, "a100000000000031", "c100000000000031", "chatcmpl-sc1", engineCall(0))
 	scCall(first, scTraceA, t.call1, "chat", "Qwen/Qwen3-8B", "chatcmpl-sc1", 812, 512, 64)
 	scTool(first, scTraceA, t.clock, "get_time", "call_3", `{"tz":"Asia/Tokio"}`, "", "ValueError")
 	scTool(first, scTraceA, t.paris, "get_weather", "call_1", `{"city":"Paris"}`, "18C, cloudy", "")
 	scTool(second, scTraceA, t.tokyo, "get_weather", "call_2", `{"city":"Tokyo"}`, "24C, clear", "")
-	vllmUnder(second, engine, scTraceA, t.call2, "a100000000000032", "c100000000000032", "chatcmpl-sc2", 1210, 142, 0.900, 0.250, 2.050)
+	vllmUnder(second, engine, scTraceA, t.call2, "a100000000000032", "c100000000000032", "chatcmpl-sc2", engineCall(1))
 	scCall(second, scTraceA, t.call2, "chat", "Qwen/Qwen3-8B", "chatcmpl-sc2", 1210, 768, 142)
 	scAgent(second, scTraceA, t.agent, "Weather agent", "asst_weather")
 	s := second.at(scTraceA, t.root, "POST /chat", ptrace.SpanKindServer)

@@ -73,6 +73,17 @@ var turn2 = struct{ root, agent, call1, research, inner, innerCall1, search, inn
 	call2:      agentStep{"b200000000000009", "b200000000000002", 25.300, 26.800},
 }
 
+// turn1Engine are the vLLM figures of turn 1's two model calls, where they
+// reached our engine.
+var turn1Engine = [2]engineFigures{{0.400, 0.150, 1.350, 812, 64}, {0.900, 0.250, 2.050, 1210, 142}}
+
+type engineFigures struct {
+	queue, prefill, decode float64
+	in, out                int
+}
+
+func engineCall(i int) engineFigures { return turn1Engine[i] }
+
 // at adds a step as a span of b.
 func (b *batch) at(trace string, s agentStep, name string, kind ptrace.SpanKind) ptrace.Span {
 	return b.span(name, kind, trace, s.id, s.parent, ns(t0+s.start), ns(t0+s.end))
@@ -89,7 +100,8 @@ func jsonStr(v any) string {
 // vllmUnder adds the engine side of one model call to a vLLM batch: the
 // httpx span goes to the agent's batch (http), vLLM's llm_request to the
 // engine's (eng). queue, prefill and decode are the engine's figures.
-func vllmUnder(http, eng *batch, trace string, call agentStep, postID, reqID, engineReq string, promptLen, generated int, queue, prefill, decode float64) {
+func vllmUnder(http, eng *batch, trace string, call agentStep, postID, reqID, engineReq string, e engineFigures) {
+	promptLen, generated, queue, prefill, decode := e.in, e.out, e.queue, e.prefill, e.decode
 	post := agentStep{postID, call.id, call.start + 0.010, call.end - 0.010}
 	s := http.at(trace, post, "POST", ptrace.SpanKindClient)
 	put(s.Attributes(),
