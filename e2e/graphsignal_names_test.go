@@ -151,6 +151,7 @@ func TestGraphsignalNamesEndToEnd(t *testing.T) {
 	ports := e2etest.NewPorts(t)
 	srv := graphsignaltest.NewServer(t)
 	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700)) // it holds the cupti socket, which must be in an owner-only folder
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "kineto"), 0o700))
 	data, err := os.ReadFile(fixture)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/privacy"
 )
 
 // Logs encodes ld into LogBatches, one per distinct tag set.
@@ -31,6 +32,11 @@ func (e *Encoder) Logs(ld plog.Logs) (*signalsv1.UploadRequest, Stats) {
 			lrs := sls.At(j).LogRecords()
 			for k := 0; k < lrs.Len(); k++ {
 				lr := lrs.At(k)
+				if privacy.IsContentLogRecord(lr) {
+					// A prompt or completion event: nothing in it may leave,
+					// even in a config without the privacy processor.
+					continue
+				}
 				xid, isXID := e.xidCode(lr)
 				tags.reset(e.global)
 				tags.putMap(rattrs, func(k string) bool { return resourceDeny[k] })
@@ -82,7 +88,15 @@ func logEntry(lr plog.LogRecord) *signalsv1.LogEntry {
 	if ts == 0 {
 		ts = lr.ObservedTimestamp()
 	}
-	msg, _ := cut(clean(lr.Body().AsString()), MaxAttr)
+	body := lr.Body()
+	if body.Type() == pcommon.ValueTypeMap {
+		// A structured body may carry content keys: send a scrubbed copy.
+		scrubbed := pcommon.NewValueEmpty()
+		body.CopyTo(scrubbed)
+		privacy.DefaultScrubber().Map(scrubbed.Map())
+		body = scrubbed
+	}
+	msg, _ := cut(clean(body.AsString()), MaxAttr)
 	return &signalsv1.LogEntry{
 		Level:     Level(lr.SeverityNumber(), lr.SeverityText()),
 		Message:   msg,
