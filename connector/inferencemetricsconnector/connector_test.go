@@ -580,7 +580,8 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 			Histogram   *struct {
 				Bounds []float64 `yaml:"bucket_boundaries"`
 			} `yaml:"histogram"`
-			Sum *struct{} `yaml:"sum"`
+			Sum   *struct{} `yaml:"sum"`
+			Gauge *struct{} `yaml:"gauge"`
 		} `yaml:"metrics"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &md))
@@ -592,6 +593,8 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 		names.MetricOtherDuration: aggregate.BoundsPhase, names.MetricTokenUsage: aggregate.BoundsTokens,
 		names.MetricInterTokenLatency: aggregate.BoundsITL, names.MetricStepDuration: aggregate.BoundsStepDuration,
 		names.MetricStepBatchSize: aggregate.BoundsBatchSize, names.MetricStepTokens: aggregate.BoundsStepTokens,
+		names.MetricAgentRunDuration: aggregate.BoundsAgentRun, names.MetricAgentPartDuration: aggregate.BoundsAgentRun,
+		names.MetricAgentTurns: aggregate.BoundsTurns,
 	}
 	for _, s := range aggregate.Specs {
 		m, ok := md.Metrics[s.Name]
@@ -601,7 +604,7 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 		if m.Histogram != nil {
 			assert.Equal(t, m.Histogram.Bounds, bounds[s.Name], s.Name)
 		} else {
-			assert.NotNil(t, m.Sum, s.Name)
+			assert.True(t, m.Sum != nil || m.Gauge != nil, s.Name)
 		}
 	}
 }
