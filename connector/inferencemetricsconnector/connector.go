@@ -37,14 +37,14 @@ type metricsConnector struct {
 	// Goodput targets in seconds; 0 means none.
 	goodTTFT, goodTPOT, goodE2E float64
 
-	mu      sync.Mutex // guards everything below
-	store   *aggregate.Store
-	convs   *conversations
+	mu    sync.Mutex // guards everything below
+	store *aggregate.Store
+	convs *conversations
 	// turnOverflow counts conversations observed into the overflow series,
 	// reported with the next batch's counts.
 	turnOverflow int64
-	digest  *xxhash.Digest
-	scratch [8]byte
+	digest       *xxhash.Digest
+	scratch      [8]byte
 
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
