@@ -220,7 +220,6 @@ func findSumPoint(all []pmetric.Metrics, name string) (pmetric.NumberDataPoint, 
 	return pmetric.NumberDataPoint{}, false
 }
 
-
 func findGaugePoint(all []pmetric.Metrics, name string) (pmetric.NumberDataPoint, bool) {
 	for _, md := range all {
 		for _, rm := range md.ResourceMetrics().All() {
