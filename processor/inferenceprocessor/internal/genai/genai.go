@@ -5,7 +5,7 @@
 // (agent runs, tool calls, model calls) as the real instrumentations write
 // them, and reads what the agent assembly needs from them. The names differ
 // between instrumentations; each key below is cited in
-// ../../testdata/agents/README.md with the file and version it comes from:
+// ../../testdata/spans/README.md with the file and version it comes from:
 //
 //   - GenAI semantic conventions (semantic-conventions-genai model/gen-ai/
 //     spans.yaml) and the OpenTelemetry contrib OpenAI Agents

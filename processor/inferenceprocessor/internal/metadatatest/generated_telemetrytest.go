@@ -184,7 +184,7 @@ func AssertEqualProcessorInferencePhaseSpans(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorInferenceReleaseFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_release_failures",
-		Description: "Spans released by the SGLang join that the next consumer refused for good (a permanent error, three tries, the retry queue full, or shutdown); they are lost, and a warning says so. [Alpha]",
+		Description: "Spans released by the SGLang join or the agent assembly that the next consumer refused for good (a permanent error, three tries, the retry queue full, or shutdown); they are lost, and a warning says so. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -200,7 +200,7 @@ func AssertEqualProcessorInferenceReleaseFailures(t *testing.T, tt *componenttes
 func AssertEqualProcessorInferenceReleaseRetries(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_release_retries",
-		Description: "Spans released by the SGLang join that the next consumer refused and that are queued to be offered again on the next tick. [Alpha]",
+		Description: "Spans released by the SGLang join or the agent assembly that the next consumer refused and that are queued to be offered again on the next tick. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
