@@ -126,9 +126,21 @@ type Matcher struct {
 	// exact holds the exact names by length: a key is compared only with
 	// names of its own length, and most keys have none. A few compares beat
 	// hashing the key for a map lookup.
-	exact    [][]string
-	prefixes []prefix
-	minLen   int // shortest pattern body; shorter keys cannot match
+	exact [][]exactName
+	// prefixes holds the "x*" patterns by their body's first byte, lowered:
+	// a key is compared only with those that start like it (most keys start
+	// "gen_ai." and meet two of them, not all).
+	prefixes [256][]prefix
+	matchAll bool // a bare "*"
+	minLen   int  // shortest pattern body; shorter keys cannot match
+}
+
+// exactName is an exact pattern with its last byte, lowered, compared first
+// (as prefix does): names of one length mostly differ at the end, so that
+// byte rejects a key without a case-folding compare.
+type exactName struct {
+	name string
+	last byte
 }
 
 // prefix is a "x*" pattern's body with its last byte, compared first: most
@@ -152,13 +164,22 @@ func NewMatcher(patterns []string) *Matcher {
 			if body != "" {
 				last = lower(body[len(body)-1])
 			}
-			m.prefixes = append(m.prefixes, prefix{body: body, last: last})
+			if body == "" {
+				m.matchAll = true
+				continue
+			}
+			first := lower(body[0])
+			m.prefixes[first] = append(m.prefixes[first], prefix{body: body, last: last})
 			continue
 		}
 		if len(p) >= len(m.exact) {
-			m.exact = append(m.exact, make([][]string, len(p)+1-len(m.exact))...)
+			m.exact = append(m.exact, make([][]exactName, len(p)+1-len(m.exact))...)
 		}
-		m.exact[len(p)] = append(m.exact[len(p)], p)
+		e := exactName{name: p}
+		if p != "" {
+			e.last = lower(p[len(p)-1])
+		}
+		m.exact[len(p)] = append(m.exact[len(p)], e)
 	}
 	if m.minLen < 0 {
 		m.minLen = 0
@@ -173,14 +194,20 @@ func (m *Matcher) Match(key string) bool {
 	}
 	if len(key) < len(m.exact) {
 		for _, e := range m.exact[len(key)] {
-			if strings.EqualFold(key, e) {
+			if (key == "" || lower(key[len(key)-1]) == e.last) && strings.EqualFold(key, e.name) {
 				return true
 			}
 		}
 	}
-	for _, p := range m.prefixes {
+	if m.matchAll {
+		return true
+	}
+	if key == "" {
+		return false
+	}
+	for _, p := range m.prefixes[lower(key[0])] {
 		n := len(p.body)
-		if n == 0 || (len(key) >= n && lower(key[n-1]) == p.last && strings.EqualFold(key[:n], p.body)) {
+		if len(key) >= n && lower(key[n-1]) == p.last && strings.EqualFold(key[:n], p.body) {
 			return true
 		}
 	}

@@ -173,7 +173,7 @@ func interval(ph request.Phase) agent.Interval {
 // finishBatch records the batch's plain spans, releases the traces it
 // completed and sends what was released.
 func (p *inferenceProcessor) finishBatch(ctx context.Context, b *batchState) {
-	if p.agents == nil {
+	if p.agents == nil || !b.touched && len(b.out) == 0 && (len(b.plain) == 0 || !p.agents.Active()) {
 		return
 	}
 	now := p.now()
@@ -192,6 +192,9 @@ func (p *inferenceProcessor) finishBatch(ctx context.Context, b *batchState) {
 // the SGLang join's: they belong to earlier batches.
 func (p *inferenceProcessor) sendAgentReleases(ctx context.Context, rels []agent.Release) {
 	p.agentStats(ctx)
+	if len(rels) == 0 {
+		return
+	}
 	td := mergeReleases(rels)
 	if td.ResourceSpans().Len() == 0 {
 		return

@@ -123,6 +123,9 @@ type Info struct {
 // returns false, leaving the rest of info unspecified, for a span no GenAI
 // instrumentation wrote.
 func Read(span ptrace.Span, info *Info) bool {
+	if !marked(span.Attributes()) {
+		return false
+	}
 	*info = Info{}
 	var op, oiKind, tlKind, reqType, oiAgent, tlEntity string
 	var sysProv, oiModel, oiProvider, respModel string
@@ -214,6 +217,33 @@ func Read(span ptrace.Span, info *Info) bool {
 	info.Provider = first(info.Provider, sysProv, oiProvider)
 	info.User = first(endUser, oiUser, tlUser, plainUser)
 	return true
+}
+
+// marked reports whether the attributes hold one of the keys that make a
+// GenAI span, in a pass that mostly compares lengths: most spans that reach
+// here are not GenAI spans, and their keys are not read further.
+func marked(attrs pcommon.Map) bool {
+	for k := range attrs.All() {
+		switch len(k) {
+		case len(KeyOperation):
+			if k == KeyOperation {
+				return true
+			}
+		case len(KeyOIKind):
+			if k == KeyOIKind {
+				return true
+			}
+		case len(KeyTLKind):
+			if k == KeyTLKind {
+				return true
+			}
+		case len(KeyTLRequestType):
+			if k == KeyTLRequestType {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // role maps the instrumentations' kinds to a role: gen_ai.operation.name
