@@ -181,7 +181,7 @@ service:
 	var cost pmetric.NumberDataPoint
 	require.Eventually(t, func() bool {
 		var ok bool
-		cost, ok = findSumPoint(sink.Metrics.AllMetrics(), "inferprof.cost")
+		cost, ok = findNumberPoint(sink.Metrics.AllMetrics(), "inferprof.cost", pmetric.MetricTypeSum)
 		return ok
 	}, 10*time.Second, 50*time.Millisecond, "no inferprof.cost reached the sink")
 	assert.InDelta(t, cost1+cost2, cost.DoubleValue(), 1e-9)
@@ -192,7 +192,7 @@ service:
 	assert.Equal(t, "user-42", ca["enduser.id"])
 	assert.Equal(t, "USD", ca["inferprof.cost.currency"])
 
-	per1k, ok := findGaugePoint(sink.Metrics.AllMetrics(), "inferprof.cost.per_1k_output_tokens")
+	per1k, ok := findNumberPoint(sink.Metrics.AllMetrics(), "inferprof.cost.per_1k_output_tokens", pmetric.MetricTypeGauge)
 	require.True(t, ok)
 	assert.InDelta(t, 1000*(cost1+cost2)/float64(engine[0].out+engine[1].out), per1k.DoubleValue(), 1e-9)
 
@@ -205,28 +205,21 @@ service:
 	assert.InDelta(t, 1, turns.Sum(), 1e-9)
 }
 
-func findSumPoint(all []pmetric.Metrics, name string) (pmetric.NumberDataPoint, bool) {
+// findNumberPoint returns the first data point of the sum or gauge name.
+func findNumberPoint(all []pmetric.Metrics, name string, typ pmetric.MetricType) (pmetric.NumberDataPoint, bool) {
 	for _, md := range all {
 		for _, rm := range md.ResourceMetrics().All() {
 			for _, sm := range rm.ScopeMetrics().All() {
 				for _, m := range sm.Metrics().All() {
-					if m.Name() == name && m.Type() == pmetric.MetricTypeSum && m.Sum().DataPoints().Len() > 0 {
-						return m.Sum().DataPoints().At(0), true
+					if m.Name() != name || m.Type() != typ {
+						continue
 					}
-				}
-			}
-		}
-	}
-	return pmetric.NumberDataPoint{}, false
-}
-
-func findGaugePoint(all []pmetric.Metrics, name string) (pmetric.NumberDataPoint, bool) {
-	for _, md := range all {
-		for _, rm := range md.ResourceMetrics().All() {
-			for _, sm := range rm.ScopeMetrics().All() {
-				for _, m := range sm.Metrics().All() {
-					if m.Name() == name && m.Type() == pmetric.MetricTypeGauge && m.Gauge().DataPoints().Len() > 0 {
-						return m.Gauge().DataPoints().At(0), true
+					dps := m.Sum().DataPoints()
+					if typ == pmetric.MetricTypeGauge {
+						dps = m.Gauge().DataPoints()
+					}
+					if dps.Len() > 0 {
+						return dps.At(0), true
 					}
 				}
 			}

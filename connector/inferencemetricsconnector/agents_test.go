@@ -49,15 +49,7 @@ func allAttrs(m pcommon.Map) string {
 
 func histAll(t *testing.T, md pmetric.Metrics, name string) map[string]pmetric.HistogramDataPoint {
 	t.Helper()
-	out := map[string]pmetric.HistogramDataPoint{}
-	for _, m := range metricsNamed(md, name) {
-		require.Equal(t, pmetric.MetricTypeHistogram, m.Type(), name)
-		for i := 0; i < m.Histogram().DataPoints().Len(); i++ {
-			dp := m.Histogram().DataPoints().At(i)
-			out[allAttrs(dp.Attributes())] = dp
-		}
-	}
-	return out
+	return histPointsBy(t, md, name, allAttrs)
 }
 
 func doublePoints(t *testing.T, md pmetric.Metrics, name string) map[string]float64 {

@@ -134,12 +134,17 @@ func metricsNamed(md pmetric.Metrics, name string) []pmetric.Metric {
 // attributes rendered as a string.
 func histPoints(t *testing.T, md pmetric.Metrics, name string) map[string]pmetric.HistogramDataPoint {
 	t.Helper()
+	return histPointsBy(t, md, name, attrString)
+}
+
+func histPointsBy(t *testing.T, md pmetric.Metrics, name string, key func(pcommon.Map) string) map[string]pmetric.HistogramDataPoint {
+	t.Helper()
 	out := map[string]pmetric.HistogramDataPoint{}
 	for _, m := range metricsNamed(md, name) {
 		require.Equal(t, pmetric.MetricTypeHistogram, m.Type(), name)
 		for i := 0; i < m.Histogram().DataPoints().Len(); i++ {
 			dp := m.Histogram().DataPoints().At(i)
-			out[attrString(dp.Attributes())] = dp
+			out[key(dp.Attributes())] = dp
 		}
 	}
 	return out
