@@ -214,9 +214,11 @@ func findNumberPoint(all []pmetric.Metrics, name string, typ pmetric.MetricType)
 					if m.Name() != name || m.Type() != typ {
 						continue
 					}
-					dps := m.Sum().DataPoints()
+					var dps pmetric.NumberDataPointSlice
 					if typ == pmetric.MetricTypeGauge {
 						dps = m.Gauge().DataPoints()
+					} else {
+						dps = m.Sum().DataPoints()
 					}
 					if dps.Len() > 0 {
 						return dps.At(0), true
