@@ -61,6 +61,17 @@ type Config struct {
 	// Cost says which GPUs serve engines that do not say.
 	Cost CostConfig `mapstructure:"cost"`
 
+	// DeferFigures is for the node agent of a two-tier deployment
+	// (config/agent.yaml): it removes content and adds inter-token latency
+	// from this node's engine steps, and leaves the canonical figures, phase
+	// spans and the SGLang join to the gateway's inference processor, which
+	// sees every span of a trace (a PD-disaggregated request's spans come
+	// from two nodes). sglang_join, phase_spans, agents, prices and
+	// gpu_hour_price are then not used: agent runs and cost are the
+	// gateway's too.
+	// Default false.
+	DeferFigures bool `mapstructure:"defer_figures"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }

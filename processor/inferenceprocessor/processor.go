@@ -44,6 +44,9 @@ type inferenceProcessor struct {
 	maxGaps    int                // engine_steps.max_itl_gaps
 	agents     *agent.Assembler   // nil when agents.enabled is false
 	pricer     *cost.Pricer       // nil when nothing is priced
+	// deferFigures: request spans get privacy and inter-token latency only
+	// (defer_figures; see deferred).
+	deferFigures bool
 
 	// Released spans the next consumer refused, retried on the next ticks.
 	retry retryQueue
@@ -73,9 +76,10 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		return nil, err
 	}
 	p := &inferenceProcessor{
-		logger: set.Logger,
-		next:   next,
-		tel:    tel,
+		deferFigures: cfg.DeferFigures,
+		logger:       set.Logger,
+		next:         next,
+		tel:          tel,
 		settings: request.Settings{
 			ModelResourceAttributes: cfg.Model.ResourceAttributes,
 			DefaultModel:            cfg.Model.Default,
@@ -115,8 +119,12 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
 		})
 	}
-	p.pricer = newPricer(cfg)
-	if cfg.Agents.Enabled {
+	// A node agent that defers the figures defers agent runs and cost too:
+	// the gateway sees every span of a trace, and every engine's requests.
+	if !cfg.DeferFigures {
+		p.pricer = newPricer(cfg)
+	}
+	if cfg.Agents.Enabled && !cfg.DeferFigures {
 		p.agents = newAssembler(cfg, p.pricer)
 		p.retry.maxSpans = max(p.retry.maxSpans, cfg.Agents.MaxSpans)
 		err = tel.RegisterProcessorInferenceAgentPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -128,7 +136,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		}
 	}
 	p.tick = tickFor(cfg)
-	if cfg.SGLangJoin.Wait > 0 {
+	if cfg.SGLangJoin.Wait > 0 && !cfg.DeferFigures {
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
@@ -244,6 +252,13 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					released = append(released, p.stage(ctx, span)...)
 					continue
 				}
+				if p.deferFigures {
+					if !read {
+						ri, read = p.readResource(rs.Resource()), true
+					}
+					p.deferred(span, kind, &ri)
+					continue
+				}
 				q := request.Queue{}
 				if kind == request.KindSGLangRoot && p.join != nil {
 					// Normalize checks the other spans on its own walk.
@@ -296,6 +311,9 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 // direct reports whether spans of kind go straight to request.Normalize:
 // request spans, except SGLang's while the join may hold them.
 func (p *inferenceProcessor) direct(kind request.Kind) bool {
+	if p.deferFigures {
+		return false
+	}
 	switch kind {
 	case request.KindNone, request.KindSGLangStage:
 		return false
