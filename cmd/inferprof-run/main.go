@@ -160,6 +160,7 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 	}
 
 	set(envStepEndpoint, o.stepEndpoint)
+	setInstanceID(vars, set)
 	switch {
 	case o.serviceName != "":
 		set(envServiceName, o.serviceName)
