@@ -296,7 +296,9 @@ func TestFromSpan(t *testing.T) {
 	var s Step
 	key, ok := FromSpan(sp, rs.Resource(), &s)
 	require.True(t, ok)
-	assert.Equal(t, "vllm-a", key)
+	assert.Equal(t, joinKey("", "vllm-a", "h1"), key, "no service.instance.id: service.name and host")
+	assert.Equal(t, "h1", s.Host)
+	assert.NotZero(t, s.Engine)
 	assert.Equal(t, uint64(9), s.Index)
 	assert.Equal(t, ms(0), s.StartUnixNs)
 	assert.Equal(t, ms(12), s.EndUnixNs)
@@ -310,10 +312,24 @@ func TestFromSpan(t *testing.T) {
 	_, ok = FromSpan(other, rs.Resource(), &s)
 	assert.False(t, ok)
 
+	// The receiver's stand-in for a hook without an instance id names the
+	// process, not the server: the key leaves it out.
+	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "h1/42/0")
+	key, _ = FromSpan(sp, rs.Resource(), &s)
+	assert.Equal(t, joinKey("", "vllm-a", "h1"), key)
+	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "h1/42/1")
+	key, _ = FromSpan(sp, rs.Resource(), &s)
+	assert.Equal(t, joinKey("h1/42/1", "vllm-a", "h1"), key, "another engine index: a real id")
+	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "5b0e5d2c")
+	engine := s.Engine
+	key, _ = FromSpan(sp, rs.Resource(), &s)
+	assert.Equal(t, joinKey("5b0e5d2c", "vllm-a", "h1"), key)
+	assert.Equal(t, engine, s.Engine, "the engine is its host and index")
+
 	res := pcommon.NewResource()
 	res.Attributes().PutStr(names.ResourceHostName, "h2")
 	res.Attributes().PutInt(names.ResourceProcessPID, 7)
-	assert.Equal(t, "h2/7", InstanceKey(res))
+	assert.Equal(t, joinKey("", "", "h2"), InstanceKey(res))
 }
 
 // TestMemoryBounded streams far more records than the cap through the window

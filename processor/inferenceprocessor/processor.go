@@ -99,6 +99,9 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.steps = stepwindow.New(stepwindow.Config{
 			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
 		})
+		if err := p.steps.RegisterTelemetry(set.TelemetrySettings); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.SGLangJoin.Wait > 0 {
 		p.join = join.New(join.Settings{
@@ -153,6 +156,7 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 			err = p.release(ctx, p.join.Drain())
 		}
 		p.tel.Shutdown()
+		p.steps.Close()
 	})
 	return err
 }
