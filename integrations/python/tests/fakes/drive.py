@@ -156,10 +156,11 @@ def main():
         steps = sglang_scenario(args.normal, args.tokens, args.kv_tokens, args.step_ms, args.tp, args.dp,
                                 args.dp_attention)
     import inferprof_hook
+    from inferprof_hook import _state
 
     json.dump({"steps": [st for st in steps if reported(st)], "batches": len(steps),
                "stats": inferprof_hook.stats(), "pid": os.getpid(),
-               "patched": inferprof_hook.patched()}, sys.stdout)
+               "patched": inferprof_hook.patched(), "instance_id": _state.instance_id()}, sys.stdout)
 
 
 if __name__ == "__main__":
