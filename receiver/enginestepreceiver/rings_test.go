@@ -35,7 +35,7 @@ type testRing struct {
 	closed bool
 }
 
-func newTestRing(t *testing.T, id uint64, capacity int, seal bool) *testRing {
+func newTestRing(t testing.TB, id uint64, capacity int, seal bool) *testRing {
 	t.Helper()
 	flags := unix.MFD_CLOEXEC
 	if seal {
