@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # inferprof: build, run and test the otelcol-inferprof distribution.
 # Every tool comes from the Go module proxy at a pinned version.
 
@@ -20,6 +23,9 @@ FUZZTIME   ?= 10s
 # How many runs each benchmark gets for benchstat.
 BENCHCOUNT ?= 6
 BENCH_OUT  := $(ROOT)/.bench
+# Each test stage leaves its results here for the summary `make test` ends with.
+SUMMARY    := $(ROOT)/bin/.test-summary
+TESTSUMMARY := $(ROOT)/bin/testsummary
 
 # Each component keeps its own make fragment in mk/<component>.mk. A fragment
 # appends to BENCH_TARGETS (run by `make bench`) and TEST_TARGETS (run by
@@ -28,7 +34,7 @@ BENCH_TARGETS :=
 TEST_TARGETS  :=
 include $(wildcard mk/*.mk)
 
-.PHONY: all build build-unlocked run test test-go test-e2e test-python test-c bench fuzz generate tools clean fmt vet
+.PHONY: all build build-unlocked run install test test-go test-python test-c test-summary-tool lint license-headers bench fuzz generate tools clean fmt vet
 
 all: build
 
@@ -58,17 +64,60 @@ run: build
 	echo "running $(BIN) --config $$cfg"; \
 	exec $(BIN) --config $$cfg
 
-## test: every test: Go (with -race), end-to-end against the built binary, Python and C.
-test: build test-go test-python test-c $(TEST_TARGETS)
+## test: every test: lint, Go (with -race; end-to-end against the built binary,
+## and the docs check), Python and C; ends with a summary of what ran and what
+## was skipped, and why. The stages run one after the other.
+test: build
+	@rm -rf $(SUMMARY)
+	@$(MAKE) --no-print-directory lint test-go test-python test-c $(TEST_TARGETS)
+	@$(TESTSUMMARY) report $(SUMMARY)
 
-test-go:
-	INFERPROF_BIN=$(BIN) $(GO) test -race -timeout 25m ./...
+test-summary-tool:
+	@mkdir -p $(SUMMARY)
+	@$(GO) build -o $(TESTSUMMARY) ./cmd/testsummary
 
-test-python:
-	@if [ -d integrations/python ]; then cd integrations/python && python3 -m unittest discover -v; fi
+# go test -json feeds testsummary, which prints go test's usual output and
+# records passes and skips (with their reasons) for the summary.
+test-go: test-summary-tool
+	set -o pipefail; INFERPROF_BIN=$(BIN) $(GO) test -race -json -timeout 25m ./... | $(TESTSUMMARY) go $(SUMMARY)
 
-test-c:
-	@if [ -f native/cupti/Makefile ]; then $(MAKE) -C native/cupti test; fi
+test-python: test-summary-tool
+	@if [ -d integrations/python ]; then set -o pipefail; \
+	  cd integrations/python && python3 -m unittest discover -v 2>&1 | tee $(SUMMARY)/python.log; fi
+
+test-c: test-summary-tool
+	@if [ -f native/cupti/Makefile ]; then set -o pipefail; \
+	  $(MAKE) --no-print-directory -C native/cupti test 2>&1 | tee $(SUMMARY)/c.log; fi
+
+## lint: licence headers (policy in CONTRIBUTING.md), gofmt and go vet.
+lint: test-summary-tool
+	$(GO) run ./cmd/licenseheaders
+	@files=$$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.*' | sed 's|^\./||'); \
+	out=$$(gofmt -l $$(echo "$$files" | grep -v '^$(DIST)/')); \
+	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (make fmt):"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@touch $(SUMMARY)/lint.log
+
+## license-headers: add the licence header to every file that lacks it.
+license-headers:
+	$(GO) run ./cmd/licenseheaders -fix
+
+## install: the binaries, the engine step hook and (once `make native` built
+## them) the CUPTI library builds under $(PREFIX), laid out as inferprof-run
+## looks for them: bin/, lib/cuda<major>/, share/inferprof/python/.
+PREFIX ?= /usr/local
+install: build
+	install -D -m 0755 bin/otelcol-inferprof $(DESTDIR)$(PREFIX)/bin/otelcol-inferprof
+	install -D -m 0755 bin/inferprof-run $(DESTDIR)$(PREFIX)/bin/inferprof-run
+	mkdir -p $(DESTDIR)$(PREFIX)/share/inferprof/python
+	cp -r integrations/python/bootstrap integrations/python/inferprof_hook $(DESTDIR)$(PREFIX)/share/inferprof/python/
+	rm -rf $(DESTDIR)$(PREFIX)/share/inferprof/python/*/__pycache__
+	@found=; for lib in native/cupti/build/libinferprof_cupti.so native/cupti/build/cuda*/libinferprof_cupti.so; do \
+	  [ -f "$$lib" ] || continue; found=1; \
+	  dest=$(DESTDIR)$(PREFIX)/lib/$${lib#native/cupti/build/}; \
+	  install -D -m 0755 "$$lib" "$$dest" && echo "installed $$dest"; \
+	done; \
+	[ -n "$$found" ] || echo "install: no libinferprof_cupti.so under native/cupti/build (make native); inferprof-run will run without it"
 
 ## bench: every benchmark, each compared with its baseline through benchstat.
 bench: $(BENCHSTAT) $(BENCH_TARGETS)

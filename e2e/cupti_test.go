@@ -1,14 +1,15 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -157,17 +158,7 @@ service:
 
 	// The bad connection was counted.
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Port("telemetry"))) //nolint:noctx // loopback test helper
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		for _, line := range strings.Split(string(body), "\n") {
-			if strings.HasPrefix(line, "otelcol_receiver_cupti_bad_connections") && strings.HasSuffix(line, " 1") {
-				return true
-			}
-		}
-		return false
+		v, ok := promValue(ports.Port("telemetry"), "otelcol_receiver_cupti_bad_connections")
+		return ok && v == 1
 	}, 30*time.Second, 50*time.Millisecond, "bad connection counter")
 }

@@ -1,7 +1,11 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,6 +29,11 @@ import (
 // port and its files to a temporary folder, so tests run side by side.
 func defaultEnv(t *testing.T, ports *e2etest.Ports, dataDir string) []string {
 	t.Helper()
+	// The sockets live in dataDir, and the receivers refuse a socket folder
+	// that is not owner-only (t.TempDir makes it 0755).
+	if err := os.Chmod(dataDir, 0o700); !errors.Is(err, os.ErrNotExist) {
+		require.NoError(t, err)
+	}
 	return []string{
 		"INFERPROF_OTLP_GRPC_ENDPOINT=" + ports.Addr("otlp_grpc"),
 		"INFERPROF_OTLP_HTTP_ENDPOINT=" + ports.Addr("otlp_http"),

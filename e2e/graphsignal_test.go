@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -91,10 +94,10 @@ func xidLog() plog.Logs {
 type signalsDoc struct {
 	Context map[string]string `json:"context"`
 	Metrics []struct {
-		Name  string             `json:"name"`
-		Type  string             `json:"type"`
-		Tags  map[string]string  `json:"tags"`
-		Stats map[string]float64 `json:"stats"`
+		Name  string            `json:"name"`
+		Type  string            `json:"type"`
+		Tags  map[string]string `json:"tags"`
+		Stats map[string]any    `json:"stats"`
 	} `json:"metrics"`
 	Errors []struct {
 		Level   string `json:"level"`
@@ -137,19 +140,19 @@ func TestGraphsignalDefaultConfigServesSignals(t *testing.T) {
 		}
 		var tokens, xid bool
 		for _, m := range doc.Metrics {
-			tokens = tokens || (m.Name == "vllm:generation_tokens" && m.Stats["total"] == 25)
+			tokens = tokens || (m.Name == "vllm:generation_tokens" && m.Stats["total"] == 25.0)
 		}
 		for _, e := range doc.Errors {
 			xid = xid || e.Message == "XID error 79"
 		}
 		return tokens && xid
 	}, 30*time.Second, 50*time.Millisecond)
-	stats := map[string]map[string]float64{}
+	stats := map[string]map[string]any{}
 	for _, m := range doc.Metrics {
 		stats[m.Name] = m.Stats
 	}
-	assert.Equal(t, map[string]float64{"total": 25}, stats["vllm:generation_tokens"])
-	assert.Equal(t, map[string]float64{"value": 0.5}, stats["vllm:kv_cache_usage_perc"])
+	assert.Equal(t, map[string]any{"total": 25.0}, stats["vllm:generation_tokens"])
+	assert.Equal(t, map[string]any{"value": 0.5}, stats["vllm:kv_cache_usage_perc"])
 	for _, e := range doc.Errors {
 		if e.Message == "XID error 79" {
 			assert.Equal(t, "error", e.Level)
@@ -255,7 +258,8 @@ exporters:
   graphsignal:
     api_key: kill-key
     endpoint: ${env:GRAPHSIGNAL_ENDPOINT}
-    local_endpoint: ""
+    local:
+      endpoint: ""
     timeout: 2s
     retry_on_failure:
       initial_interval: 50ms

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e holds the end-to-end tests: each starts the built
 // otelcol-inferprof binary on free loopback ports and talks to it with real
 // OTLP clients and servers.

@@ -36,9 +36,49 @@ gpu-check:
 	@test -n "$(CUPTI_LIB)" || { echo "gpu-check: build the library first: make native CUPTI_HOME=<your CUDA's extras/CUPTI>"; exit 1; }
 	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py check $(abspath $(CUPTI_LIB))
 
-## gpu-overhead: cost per kernel launch of a decode-like loop, without and
-## with the injection library.
+## gpu-overhead: step time of a decode-like loop (64 small kernels per step)
+## without and with the injection library, alternating; prints the overhead
+## in % of step time (docs/overhead.md).
 gpu-overhead:
 	@test -n "$(CUPTI_LIB)" || { echo "gpu-overhead: build the library first: make native CUPTI_HOME=<your CUDA's extras/CUPTI>"; exit 1; }
-	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead
-	CUDA_INJECTION64_PATH=$(abspath $(CUPTI_LIB)) INFERPROF_CUPTI_ENDPOINT=/tmp/inferprof/gpu-overhead.sock $(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead
+	$(GPU_PYTHON) native/cupti/gpu/gpu_check.py overhead-compare $(abspath $(CUPTI_LIB))
+
+# Kineto ingestion (issue 16): the real NCCL trace in testdata repeated
+# KINETO_BENCH_COPIES times, gzipped; read to records on one core (events/s,
+# against the previous encoding/json reader), then file to metrics against
+# Python's json.load of the same file, alternating run by run so both see
+# the same machine. benchstat compares each column with python_json_load.
+BENCH_TARGETS += bench-kineto
+KINETO_BENCH_COPIES ?= 10
+KINETO_BENCH_TRACE := $(BENCH_OUT)/kineto-bench.json.gz
+
+.PHONY: bench-kineto
+bench-kineto: $(BENCHSTAT)
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./receiver/cuptireceiver/internal/kineto/kinetotest/writetrace -copies $(KINETO_BENCH_COPIES) -o $(KINETO_BENCH_TRACE)
+	KINETO_BENCH_TRACE=$(KINETO_BENCH_TRACE) KINETO_BENCH_COPIES=$(KINETO_BENCH_COPIES) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkRead$$' -cpu 1 -count $(BENCHCOUNT) ./receiver/cuptireceiver/internal/kineto/ | tee $(BENCH_OUT)/kineto-read.txt
+	$(BENCHSTAT) -col /impl $(BENCH_OUT)/kineto-read.txt
+	$(GO) test -c -o $(BENCH_OUT)/cuptireceiver.test ./receiver/cuptireceiver/
+	@rm -f $(BENCH_OUT)/kineto-file.txt
+	@for i in $$(seq $(BENCHCOUNT)); do \
+	  python3 receiver/cuptireceiver/internal/kineto/kinetotest/json_load.py $(KINETO_BENCH_TRACE) | tee -a $(BENCH_OUT)/kineto-file.txt; \
+	  (cd receiver/cuptireceiver && KINETO_BENCH_TRACE=$(KINETO_BENCH_TRACE) KINETO_BENCH_COPIES=$(KINETO_BENCH_COPIES) \
+	    $(BENCH_OUT)/cuptireceiver.test -test.run '^$$' -test.bench '^BenchmarkKinetoFileToMetrics$$' -test.count 1 -test.cpu 1 -test.benchmem) \
+	    | grep -E '^(Benchmark|--- FAIL|\s+\S+_test.go)' | tee -a $(BENCH_OUT)/kineto-file.txt; \
+	done
+	$(BENCHSTAT) -col /impl $(BENCH_OUT)/kineto-file.txt
+
+# The CUPTI path end to end (issue 16): the C client (the injection
+# library's encoder and transport) streams to the cupti receiver of the
+# built collector at 0.5 to 8 M records/s; dropped records, the collector's
+# CPU per million records and the rate reached, per transport variant
+# (client=before is the transport without the backlog).
+BENCH_TARGETS += bench-cupti-e2e
+CUPTI_BENCH_SECONDS ?= 1
+
+.PHONY: bench-cupti-e2e
+bench-cupti-e2e: build $(BENCHSTAT)
+	@mkdir -p $(BENCH_OUT)
+	INFERPROF_BIN=$(BIN) CUPTI_BENCH_SECONDS=$(CUPTI_BENCH_SECONDS) $(GO) test -run '^$$' -bench '^BenchmarkCUPTIEndToEnd$$' -benchtime 1x -count $(BENCHCOUNT) ./e2e/ | tee $(BENCH_OUT)/cupti-e2e.txt
+	$(BENCHSTAT) -col /client $(BENCH_OUT)/cupti-e2e.txt

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Engine step spans: the Python hook, the engine_step receiver, internal/stepwire,
 # internal/stepwindow and the inferprof-run launcher (issue 6).
 

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # graphsignal exporter benchmarks, each against a baseline in the same run:
 #  - encoding cost per datapoint against the otlp_http exporter's
 #    marshalling (pdata protobuf + gzip) of the same metrics;

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # inference_metrics connector (and the inference processor in front of it)
 # against contrib's span_metrics connector, on the same batches of vLLM
 # request spans, in the same run. BenchmarkPipeline also runs

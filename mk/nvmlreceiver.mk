@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # nvml receiver: cost of one scrape interval on go-nvml's dgxh200 mock, for 1 and 8 GPUs,
 # against the bare NVML reads of the same fields (impl=baseline).
 .PHONY: bench-nvml

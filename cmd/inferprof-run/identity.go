@@ -23,9 +23,9 @@ const (
 
 // setInstanceID puts a service.instance.id in OTEL_RESOURCE_ATTRIBUTES,
 // keeping one the user set.
-func setInstanceID(vars map[string]string, set func(k, v string)) {
-	if v, changed := withInstanceID(vars[envResourceAttrs], newInstanceID); changed {
-		set(envResourceAttrs, v)
+func setInstanceID(p *plan) {
+	if v, changed := withInstanceID(p.vars[envResourceAttrs], newInstanceID); changed {
+		p.set(envResourceAttrs, v, "names this server's instance (service.instance.id) for its request spans, its engine steps and its GPU kernels alike")
 	}
 }
 

@@ -60,12 +60,12 @@ func TestPlanSetsTheInstanceID(t *testing.T) {
 	assert.Regexp(t, uuidV4, resourceAttribute(a1, attrInstanceID))
 	assert.NotEqual(t, resourceAttribute(a1, attrInstanceID), resourceAttribute(a2, attrInstanceID),
 		"two launches, two instances")
-	assert.Contains(t, p1.changes, envResourceAttrs+"="+a1, "shown by -dry-run")
+	assert.Contains(t, changed(p1), envResourceAttrs+"="+a1, "shown by -dry-run")
 
 	p3, err := makePlan(o, []string{"OTEL_RESOURCE_ATTRIBUTES=service.instance.id=replica-7"}, exe, lookOK)
 	require.NoError(t, err)
 	assert.Equal(t, "service.instance.id=replica-7", envMap(p3.env)[envResourceAttrs])
-	assert.NotContains(t, p3.changes, envResourceAttrs+"=service.instance.id=replica-7", "nothing changed")
+	assert.NotContains(t, changed(p3), envResourceAttrs+"=service.instance.id=replica-7", "nothing changed")
 }
 
 // TestEngineProcessesShareTheLaunchersInstanceID runs python3 through the

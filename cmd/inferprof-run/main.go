@@ -1,10 +1,14 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command inferprof-run starts an inference server with inferprof's in-engine
 // parts loaded: the Python engine step hook (through a sitecustomize on
 // PYTHONPATH) and the CUPTI injection library (through CUDA_INJECTION64_PATH).
 //
-//	inferprof-run [flags] [--] vllm serve MODEL ...
+//	inferprof-run [flags] [--] vllm serve MODEL --otlp-traces-endpoint http://127.0.0.1:4317
 //
-// It replaces itself with the command (exec), so signals, the exit status and
+// It prints one line per change it makes to the engine's environment, then
+// replaces itself with the command (exec), so signals, the exit status and
 // the pid are the server's own.
 package main
 
@@ -16,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 )
@@ -46,19 +49,48 @@ type options struct {
 	noHook        bool
 	noCUPTI       bool
 	dryRun        bool
+	quiet         bool
 	args          []string
 }
+
+// change is one variable inferprof-run set in the engine's environment.
+type change struct {
+	key, value string
+	why        string
+}
+
+func (c change) String() string { return c.key + "=" + c.value + "  (" + c.why + ")" }
 
 // plan is what inferprof-run will do: the command and its environment.
 type plan struct {
 	path     string
 	args     []string
 	env      []string
-	changes  []string // KEY=VALUE set or changed, for --dry-run and logs
-	warnings []string
+	changes  []change // in the order they were made
+	notes    []string // things the user should know, nothing changed
+	warnings []string // a part is missing; the engine runs without it
+
+	vars  map[string]string
+	order []string
+}
+
+// set puts key=value in the engine's environment and records why; a value
+// already there unchanged is not a change.
+func (p *plan) set(key, value, why string) {
+	if old, ok := p.vars[key]; ok && old == value {
+		return
+	}
+	if _, ok := p.vars[key]; !ok {
+		p.order = append(p.order, key)
+	}
+	p.vars[key] = value
+	p.changes = append(p.changes, change{key: key, value: value, why: why})
 }
 
 func main() {
+	if code, ok := runTimeline(os.Args[1:], os.Getenv, os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	opts, err := parseArgs(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -73,29 +105,66 @@ func main() {
 		fmt.Fprintln(os.Stderr, "inferprof-run:", err)
 		os.Exit(127)
 	}
-	for _, w := range p.warnings {
-		fmt.Fprintln(os.Stderr, "inferprof-run: warning:", w)
-	}
 	if opts.dryRun {
-		for _, c := range p.changes {
-			fmt.Println(c)
-		}
+		report(os.Stdout, p, false)
 		fmt.Println(strings.Join(append([]string{p.path}, p.args[1:]...), " "))
 		return
 	}
+	report(os.Stderr, p, opts.quiet)
 	err = syscall.Exec(p.path, p.args, p.env)
 	fmt.Fprintf(os.Stderr, "inferprof-run: exec %s: %v\n", p.path, err)
 	os.Exit(126)
 }
+
+// report prints one line per change, then notes and warnings; quiet keeps
+// only the warnings.
+func report(w io.Writer, p *plan, quiet bool) {
+	if !quiet {
+		for _, c := range p.changes {
+			fmt.Fprintln(w, "inferprof-run: set", c)
+		}
+		for _, n := range p.notes {
+			fmt.Fprintln(w, "inferprof-run: note:", n)
+		}
+	}
+	for _, m := range p.warnings {
+		fmt.Fprintln(w, "inferprof-run: warning:", m)
+	}
+}
+
+const usageHead = `usage: inferprof-run [flags] [--] COMMAND [ARG...]
+
+Runs COMMAND, for example
+  vllm serve MODEL --otlp-traces-endpoint http://127.0.0.1:4317
+in its own place (exec), after setting in its environment what inferprof's
+in-engine parts need. It prints one line per variable it sets, on stderr:
+  PYTHONPATH               the engine step hook's folder first (not with -no-hook)
+  OTEL_SERVICE_NAME        -service-name, or when unset, vllm or sglang from COMMAND,
+                           so that step spans and request spans match
+  CUDA_INJECTION64_PATH    the CUPTI injection library built for the engine's CUDA
+                           major (torch.version.cuda); not with -no-cupti; a value
+                           already set is kept
+  LD_LIBRARY_PATH          the libcupti of the engine's nvidia-cuda-cupti wheel first
+  OTEL_EXPORTER_OTLP_TRACES_INSECURE=true
+                           when the engine's traces endpoint is on loopback and
+                           not https:// (older vLLM and TensorRT-LLM use TLS
+                           for gRPC unless the endpoint starts with http://),
+                           unless already set
+  INFERPROF_STEP_ENDPOINT, INFERPROF_CUPTI_ENDPOINT
+                           the collector's sockets
+A part it cannot find is named in a warning and left out; COMMAND still runs.
+It also warns when this user cannot write to the collector's sockets, where
+the hook and the library would otherwise drop every record without a word.
+
+Flags (a flag's default is the environment variable named, when set):
+`
 
 func parseArgs(argv []string, getenv func(string) string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("inferprof-run", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: inferprof-run [flags] [--] COMMAND [ARG...]\n\n"+
-			"Runs COMMAND (for example `vllm serve MODEL`) with the inferprof engine step hook\n"+
-			"and CUPTI injection library loaded. Flags default to the environment variables named.\n\n")
+		fmt.Fprint(out, usageHead)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.stepEndpoint, "step-endpoint", or(getenv(envStepEndpoint), defaultStepEndpoint),
@@ -103,14 +172,18 @@ func parseArgs(argv []string, getenv func(string) string, out io.Writer) (option
 	fs.StringVar(&o.cuptiEndpoint, "cupti-endpoint", or(getenv(envCUPTIEndpoint), defaultCUPTIEndpoint),
 		"Unix socket of the collector's cupti receiver ("+envCUPTIEndpoint+")")
 	fs.StringVar(&o.cuptiLib, "cupti-lib", getenv(envCUPTILib),
-		"path of "+cuptiLibName+" ("+envCUPTILib+"); default: searched next to inferprof-run and in native/cupti/build")
+		"path of "+cuptiLibName+" ("+envCUPTILib+"); unset: looked for in the folder of inferprof-run, then\n"+
+			"../lib and ../native/cupti/build from it")
 	fs.StringVar(&o.hookDir, "hook-dir", getenv(envHookDir),
-		"folder holding the hook's sitecustomize.py ("+envHookDir+"); default: searched next to inferprof-run and in integrations/python/bootstrap")
+		"folder holding the hook's sitecustomize.py ("+envHookDir+"); unset: looked for in\n"+
+			"../share/inferprof/python/bootstrap and ../integrations/python/bootstrap from the folder of inferprof-run")
 	fs.StringVar(&o.serviceName, "service-name", "",
-		"service.name for the engine's spans ("+envServiceName+" if unset); default: keep "+envServiceName)
-	fs.BoolVar(&o.noHook, "no-hook", false, "do not load the engine step hook")
+		"service.name for the engine's spans, set as "+envServiceName+"; unset: keep "+envServiceName+",\n"+
+			"or when that is unset too, the engine's name (vllm, sglang)")
+	fs.BoolVar(&o.noHook, "no-hook", false, "do not load the engine step hook (sets "+envHookDisabled+"=1)")
 	fs.BoolVar(&o.noCUPTI, "no-cupti", false, "do not load the CUPTI injection library")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the environment changes and the command instead of running it")
+	fs.BoolVar(&o.quiet, "quiet", false, "print warnings only, not the variables set")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the variables it would set and the command, on stdout, instead of running it")
 	if err := fs.Parse(argv); err != nil {
 		return o, err
 	}
@@ -138,84 +211,98 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 	if err != nil {
 		return nil, fmt.Errorf("command %q: %w", o.args[0], err)
 	}
-	p := &plan{path: path, args: o.args}
-	vars := map[string]string{}
-	var order []string
+	p := &plan{path: path, args: o.args, vars: map[string]string{}}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		if _, dup := vars[k]; !dup {
-			order = append(order, k)
+		if _, dup := p.vars[k]; !dup {
+			p.order = append(p.order, k)
 		}
-		vars[k] = v
-	}
-	set := func(k, v string) {
-		if old, ok := vars[k]; ok && old == v {
-			return
-		}
-		if _, ok := vars[k]; !ok {
-			order = append(order, k)
-		}
-		vars[k] = v
-		p.changes = append(p.changes, k+"="+v)
+		p.vars[k] = v
 	}
 
-	set(envStepEndpoint, o.stepEndpoint)
-	setInstanceID(vars, set)
+	if err := planHook(p, o, exe); err != nil {
+		return nil, err
+	}
+	setInstanceID(p)
+	planServiceName(p, o)
+	if err := planCUPTI(p, o, exe); err != nil {
+		return nil, err
+	}
+	planTraces(p, o.args)
+
+	p.env = make([]string, 0, len(p.order))
+	for _, k := range p.order {
+		p.env = append(p.env, k+"="+p.vars[k])
+	}
+	return p, nil
+}
+
+func planHook(p *plan, o options, exe string) error {
+	if o.noHook {
+		p.set(envHookDisabled, "1", "-no-hook: the engine step hook stays off")
+		return nil
+	}
+	// Set even when the folder is not found: a hook installed another way
+	// reads it too.
+	p.set(envStepEndpoint, o.stepEndpoint, "where the hook sends steps: the engine_step receiver's socket")
+	checkSocket(p, "engine_step", o.stepEndpoint)
+	dir := o.hookDir
+	if dir == "" {
+		dir = findFirst(hookCandidates(exe), "sitecustomize.py")
+	}
+	switch {
+	case dir == "":
+		p.warnings = append(p.warnings, "engine step hook not found (set -hook-dir or "+envHookDir+"); running without it")
+		return nil
+	case !exists(filepath.Join(dir, "sitecustomize.py")):
+		return fmt.Errorf("hook dir %s has no sitecustomize.py", dir)
+	}
+	abs, _ := filepath.Abs(dir)
+	p.set(envPythonPath, prependPath(abs, p.vars[envPythonPath]), "loads the engine step hook in the server and its engine processes")
+	return nil
+}
+
+func planServiceName(p *plan, o options) {
 	switch {
 	case o.serviceName != "":
-		set(envServiceName, o.serviceName)
-	case vars[envServiceName] == "":
+		p.set(envServiceName, o.serviceName, "-service-name")
+	case p.vars[envServiceName] == "":
 		// The step hook and the engine's OpenTelemetry SDK must name the
 		// same service.name, or the processor cannot match steps to
 		// requests; unset, the SDK says unknown_service and the hook the
 		// engine name.
 		if name := engineName(o.args); name != "" {
-			set(envServiceName, name)
+			p.set(envServiceName, name, "was unset; the hook and the engine's request spans must share one service.name")
 		}
 	}
-	if o.noHook {
-		set(envHookDisabled, "1")
-	} else {
-		dir := o.hookDir
-		if dir == "" {
-			dir = findFirst(hookCandidates(exe), "sitecustomize.py")
-		}
-		switch {
-		case dir == "":
-			p.warnings = append(p.warnings, "engine step hook not found (set -hook-dir or "+envHookDir+"); running without it")
-		case !exists(filepath.Join(dir, "sitecustomize.py")):
-			return nil, fmt.Errorf("hook dir %s has no sitecustomize.py", dir)
-		default:
-			abs, _ := filepath.Abs(dir)
-			set(envPythonPath, prependPath(abs, vars[envPythonPath]))
-		}
-	}
+}
 
-	if !o.noCUPTI {
-		set(envCUPTIEndpoint, o.cuptiEndpoint)
-		lib := o.cuptiLib
-		if lib == "" {
-			lib = selectCUPTI(exe, o.args, vars, set, &p.warnings)
-		}
-		switch {
-		case vars[envInjection] != "" && o.cuptiLib == "":
-			p.warnings = append(p.warnings, envInjection+" is already set; keeping it")
-		case lib == "":
-			p.warnings = append(p.warnings, cuptiLibName+" not found (set -cupti-lib or "+envCUPTILib+"); running without GPU kernel activity")
-		case !exists(lib):
-			return nil, fmt.Errorf("cupti lib %s: no such file", lib)
-		default:
-			abs, _ := filepath.Abs(lib)
-			set(envInjection, abs)
-		}
+func planCUPTI(p *plan, o options, exe string) error {
+	if o.noCUPTI {
+		return nil
 	}
-
-	p.env = make([]string, 0, len(order))
-	for _, k := range order {
-		p.env = append(p.env, k+"="+vars[k])
+	p.set(envCUPTIEndpoint, o.cuptiEndpoint, "where the CUPTI library sends kernel activity: the cupti receiver's socket")
+	if p.vars[envInjection] != "" && o.cuptiLib == "" {
+		p.warnings = append(p.warnings, envInjection+" is already set to "+p.vars[envInjection]+"; keeping it, so no GPU kernel activity from inferprof")
+		return nil
 	}
-	sort.Strings(p.changes)
-	return p, nil
+	lib := o.cuptiLib
+	if lib == "" {
+		lib = selectCUPTI(exe, o.args, p.vars, func(k, v string) {
+			p.set(k, v, "the engine's own libcupti first, matching its CUDA")
+		}, &p.warnings)
+	}
+	switch {
+	case lib == "":
+		p.warnings = append(p.warnings, cuptiLibName+" not found (build it with `make native`, or set -cupti-lib or "+envCUPTILib+"); running without GPU kernel activity")
+		return nil
+	case !exists(lib):
+		return fmt.Errorf("cupti lib %s: no such file", lib)
+	}
+	abs, _ := filepath.Abs(lib)
+	p.set(envInjection, abs, "loads the CUPTI injection library into the engine")
+	checkSocket(p, "cupti", o.cuptiEndpoint)
+	return nil
 }
 
 // prependPath puts dir first on a PATH-style list, once.

@@ -27,6 +27,7 @@ import (
 	memorylimiterprocessor "go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	stepfilterprocessor "github.com/inferprof/inferprof/processor/stepfilterprocessor"
 	inferenceprocessor "github.com/inferprof/inferprof/processor/inferenceprocessor"
+	privacyprocessor "github.com/inferprof/inferprof/processor/privacyprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	prometheusreceiver "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver"
 	hostmetricsreceiver "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/hostmetricsreceiver"
@@ -114,6 +115,7 @@ func components() (otelcol.Factories, error) {
 		memorylimiterprocessor.NewFactory(),
 		stepfilterprocessor.NewFactory(),
 		inferenceprocessor.NewFactory(),
+		privacyprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -123,6 +125,7 @@ func components() (otelcol.Factories, error) {
 		memorylimiterprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/memorylimiterprocessor v0.165.0",
 		stepfilterprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		inferenceprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
+		privacyprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferencemetricsconnector // import "github.com/inferprof/inferprof/connector/inferencemetricsconnector"
 
 import (
@@ -12,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/metric"
@@ -97,7 +101,7 @@ func (c *metricsConnector) Start(_ context.Context, _ component.Host) error {
 			case <-ctx.Done():
 				return
 			case <-ticker.Chan():
-				c.flush(ctx)
+				c.flush(ctx, false)
 			}
 		}
 	})
@@ -130,7 +134,7 @@ func (c *metricsConnector) Shutdown(ctx context.Context) error {
 			err = ctx.Err()
 			return
 		}
-		c.flush(ctx)
+		c.flush(ctx, true)
 		c.logger.Info("inference_metrics connector stopped")
 	})
 	return err
@@ -141,18 +145,47 @@ func (*metricsConnector) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: false}
 }
 
-// flush builds the metrics under the lock and sends them outside it.
-func (c *metricsConnector) flush(ctx context.Context) {
+// flush builds the metrics under the lock and sends them outside it. In
+// delta temporality a refused interval is put back into its series, so the
+// next flush reports it (as the graphsignal exporter's delta converter does);
+// only a permanent refusal, or one at shutdown, loses it, and is counted.
+func (c *metricsConnector) flush(ctx context.Context, final bool) {
 	now := pcommon.NewTimestampFromTime(c.clock.Now())
 	c.mu.Lock()
-	md := c.store.Flush(now)
+	md, tx := c.store.Flush(now)
 	c.series.Store(int64(c.store.Len()))
 	c.mu.Unlock()
-	if md.ResourceMetrics().Len() == 0 {
-		return
+	var err error
+	if md.ResourceMetrics().Len() > 0 {
+		// The count first: the next consumer may own md once called.
+		points := int64(md.DataPointCount())
+		err = c.next.ConsumeMetrics(ctx, md)
+		if err != nil {
+			c.refused(ctx, err, points, tx, final)
+		}
 	}
-	if err := c.next.ConsumeMetrics(ctx, md); err != nil {
-		c.logger.Warn("inference_metrics: next consumer refused metrics", zap.Error(err))
+	c.mu.Lock()
+	if err != nil && !final && !consumererror.IsPermanent(err) {
+		c.store.Restore(tx)
+	} else {
+		c.store.Commit(tx)
+	}
+	c.mu.Unlock()
+}
+
+func (c *metricsConnector) refused(ctx context.Context, err error, points int64, tx *aggregate.Tx, final bool) {
+	c.telemetry.ConnectorInferenceMetricsRefusedFlushes.Add(ctx, 1)
+	switch {
+	case consumererror.IsPermanent(err) || final:
+		c.telemetry.ConnectorInferenceMetricsDroppedPoints.Add(ctx, points)
+		c.logger.Error("inference_metrics: next consumer refused metrics; dropped",
+			zap.Int64("data_points", points), zap.Bool("shutdown", final), zap.Error(err))
+	case tx.Len() > 0:
+		c.logger.Warn("inference_metrics: next consumer refused metrics; the interval is kept for the next flush",
+			zap.Int("series", tx.Len()), zap.Error(err))
+	default:
+		// Cumulative: the next flush carries the totals anyway.
+		c.logger.Warn("inference_metrics: next consumer refused metrics; the next flush carries the totals", zap.Error(err))
 	}
 }
 

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferencemetricsconnector
 
 import (
@@ -57,7 +60,7 @@ func (h *harness) flush(t *testing.T, d time.Duration) pmetric.Metrics {
 	t.Helper()
 	h.sink.Reset()
 	h.clock.Advance(d)
-	h.c.flush(t.Context())
+	h.c.flush(t.Context(), false)
 	all := h.sink.AllMetrics()
 	if len(all) == 0 {
 		return pmetric.NewMetrics()
@@ -561,7 +564,7 @@ func TestNextConsumerErrorIsLogged(t *testing.T) {
 	td, spans := batch(vllmResource)
 	h.addSpan(spans, "llm_request", time.Second, map[string]any{names.AttrE2E: 1.0})
 	require.NoError(t, h.c.ConsumeTraces(t.Context(), td))
-	h.c.flush(t.Context()) // must not panic; the error goes to the log
+	h.c.flush(t.Context(), false) // must not panic; the error goes to the log
 	assert.Equal(t, 1, h.c.store.Len())
 }
 
@@ -626,7 +629,7 @@ func TestConcurrentConsumeAndFlush(t *testing.T) {
 			case <-done:
 				return
 			default:
-				h.c.flush(t.Context())
+				h.c.flush(t.Context(), false)
 			}
 		}
 	}()

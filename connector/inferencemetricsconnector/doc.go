@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package inferencemetricsconnector turns LLM inference request spans and
 // engine step spans into GenAI semantic-convention and inferprof.* metrics.
 //

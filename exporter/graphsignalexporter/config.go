@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package graphsignalexporter // import "github.com/inferprof/inferprof/exporter/graphsignalexporter"
 
 import (
@@ -8,10 +11,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configcompression"
+	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 )
 
 const (
@@ -23,32 +30,55 @@ const (
 	// 10000 signals at a time.
 	defaultFlushTimeout = time.Second
 	defaultMaxBatch     = 10000
+	// The timeline's default budget holds about 300,000 kernel spans or
+	// 250,000 steps.
+	defaultTimelineMiB = 64
+	defaultTimelineAge = 15 * time.Minute
+	// The inference_metrics connector's default goodput targets.
+	defaultGoodputTTFT = 2 * time.Second
+	defaultGoodputTPOT = 100 * time.Millisecond
 )
 
 // Config is the graphsignal exporter's configuration.
 type Config struct {
-	// APIKey is the Graphsignal API key. Empty (the default) uploads nothing:
-	// the exporter then only serves signals on LocalEndpoint.
-	APIKey configopaque.String `mapstructure:"api_key"`
+	// ClientConfig is the upload client: endpoint (the base URL of
+	// Graphsignal's API; default https://api.graphsignal.com; uploads go to
+	// {endpoint}/api/v1/ingest, spans in traces mode to
+	// {endpoint}/api/v1/signals/), tls, proxy_url, headers, timeout (per
+	// upload attempt; default 10s) and compression (gzip, the only encoding
+	// Graphsignal's ingest reads).
+	ClientConfig confighttp.ClientConfig `mapstructure:",squash"`
 
-	// Endpoint is the base URL of Graphsignal's API; default
-	// https://api.graphsignal.com. Uploads go to {endpoint}/api/v1/ingest,
-	// spans (traces mode) to {endpoint}/api/v1/signals/.
-	Endpoint string `mapstructure:"endpoint"`
+	// APIKey is the Graphsignal API key, sent as X-API-Key. Empty (the
+	// default) uploads nothing: the exporter then only serves signals on
+	// the local listener.
+	APIKey configopaque.String `mapstructure:"api_key"`
 
 	// Tags are added to every signal. GRAPHSIGNAL_TAG_<KEY> environment
 	// variables add more (key lower-cased); a key set here wins.
 	Tags map[string]string `mapstructure:"tags"`
 
-	// LocalEndpoint is the host:port serving GET /signals and GET /health;
-	// default 127.0.0.1:18259. Empty disables it.
-	LocalEndpoint string `mapstructure:"local_endpoint"`
+	// Names picks the metric, tag and log names uploaded and served:
+	// graphsignal (the default) uses the names Graphsignal's own profiler
+	// sends, so its GPU and CUDA views fill in; source keeps inferprof's
+	// OpenTelemetry names.
+	Names encode.Names `mapstructure:"names"`
+
+	// Local is the listener serving GET /signals and GET /health; default
+	// endpoint 127.0.0.1:18259. An empty endpoint disables it.
+	Local confighttp.ServerConfig `mapstructure:"local"`
 
 	// Traces configures the opt-in traces mode.
 	Traces TracesConfig `mapstructure:"traces"`
 
-	// TimeoutConfig bounds each upload attempt; default 10s.
-	TimeoutConfig exporterhelper.TimeoutConfig `mapstructure:",squash"`
+	// Timeline configures GET /timeline on the local listener: the spans
+	// of a traces pipeline this exporter is in, and the NVML readings of
+	// its metrics pipeline, kept within a memory budget.
+	Timeline TimelineConfig `mapstructure:"timeline"`
+
+	// Dashboard configures the page at GET / on the local listener.
+	Dashboard DashboardConfig `mapstructure:"dashboard"`
+
 	// QueueConfig is exporterhelper's sending_queue. Set storage to a
 	// file_storage extension for a queue that survives restarts.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
@@ -69,6 +99,43 @@ type TracesConfig struct {
 	_ struct{}
 }
 
+// TimelineConfig bounds the local timeline.
+type TimelineConfig struct {
+	// Enabled keeps spans for GET /timeline; default true. It needs the
+	// local listener, and this exporter in a traces pipeline to get spans.
+	Enabled bool `mapstructure:"enabled"`
+	// MemoryLimitMiB is the estimated memory the kept records may use;
+	// default 64. Past it the oldest are dropped.
+	MemoryLimitMiB int64 `mapstructure:"memory_limit_mib"`
+	// MaxAge drops records older than this; default 15m.
+	MaxAge time.Duration `mapstructure:"max_age"`
+
+	_ struct{}
+}
+
+// DashboardConfig configures the local dashboard.
+type DashboardConfig struct {
+	// Enabled serves the dashboard at GET /; default true. It needs the
+	// local listener.
+	Enabled bool `mapstructure:"enabled"`
+	// Goodput holds the targets drawn on the latency charts and named
+	// beside the goodput figure (which itself comes from the
+	// inference_metrics connector's counters). Keep them equal to the
+	// connector's goodput settings; defaults are the connector's.
+	Goodput GoodputTargets `mapstructure:"goodput"`
+
+	_ struct{}
+}
+
+// GoodputTargets are latency targets; 0 means none.
+type GoodputTargets struct {
+	TimeToFirstToken   time.Duration `mapstructure:"time_to_first_token"`
+	TimePerOutputToken time.Duration `mapstructure:"time_per_output_token"`
+	E2E                time.Duration `mapstructure:"e2e"`
+
+	_ struct{}
+}
+
 var _ component.Config = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
@@ -77,41 +144,68 @@ func createDefaultConfig() component.Config {
 	batch.FlushTimeout = defaultFlushTimeout
 	batch.MaxSize = defaultMaxBatch
 	queue.Batch = configoptional.Some(batch)
-	timeout := exporterhelper.NewDefaultTimeoutConfig()
-	timeout.Timeout = defaultTimeout
+	client := confighttp.NewDefaultClientConfig()
+	client.Endpoint = defaultEndpoint
+	client.Timeout = defaultTimeout
+	// Graphsignal's uploader gzips every body; its ingest expects it.
+	client.Compression = configcompression.TypeGzip
+	local := confighttp.NewDefaultServerConfig()
+	local.NetAddr.Endpoint = defaultLocalEndpoint
 	return &Config{
-		Endpoint:      defaultEndpoint,
-		LocalEndpoint: defaultLocalEndpoint,
-		TimeoutConfig: timeout,
-		QueueConfig:   configoptional.Some(queue),
-		RetryConfig:   configretry.NewDefaultBackOffConfig(),
+		ClientConfig: client,
+		Names:        encode.NamesGraphsignal,
+		Local:        local,
+		QueueConfig:  configoptional.Some(queue),
+		RetryConfig:  configretry.NewDefaultBackOffConfig(),
+		Timeline:     TimelineConfig{Enabled: true, MemoryLimitMiB: defaultTimelineMiB, MaxAge: defaultTimelineAge},
+		Dashboard: DashboardConfig{Enabled: true, Goodput: GoodputTargets{
+			TimeToFirstToken: defaultGoodputTTFT, TimePerOutputToken: defaultGoodputTPOT,
+		}},
 	}
 }
 
-// Validate checks rules between fields; exporterhelper validates its own.
+// Validate checks rules between fields; exporterhelper and confighttp
+// validate their own.
 func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.APIKey != "" || cfg.Traces.Enabled {
-		u, err := url.Parse(cfg.Endpoint)
+		endpoint := cfg.ClientConfig.Endpoint
+		u, err := url.Parse(endpoint)
 		switch {
-		case cfg.Endpoint == "":
+		case endpoint == "":
 			errs = append(errs, errors.New("endpoint: must be set when api_key is set"))
 		case err != nil:
 			errs = append(errs, fmt.Errorf("endpoint: %w", err))
 		case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
-			errs = append(errs, fmt.Errorf("endpoint: %q is not an http(s) URL", cfg.Endpoint))
+			errs = append(errs, fmt.Errorf("endpoint: %q is not an http(s) URL", endpoint))
+		}
+		if cfg.ClientConfig.Compression != configcompression.TypeGzip {
+			errs = append(errs, fmt.Errorf("compression: %q: Graphsignal's ingest reads gzip bodies only; leave compression at gzip",
+				cfg.ClientConfig.Compression))
 		}
 	}
 	if cfg.Traces.Enabled && cfg.APIKey == "" {
 		errs = append(errs, errors.New("traces.enabled: needs api_key; spans are only uploaded, never served locally"))
 	}
-	if cfg.APIKey == "" && cfg.LocalEndpoint == "" {
-		errs = append(errs, errors.New("local_endpoint: empty with no api_key, so the exporter would do nothing"))
+	local := cfg.Local.NetAddr.Endpoint
+	if cfg.APIKey == "" && local == "" {
+		errs = append(errs, errors.New("local.endpoint: empty with no api_key, so the exporter would do nothing"))
 	}
-	if cfg.LocalEndpoint != "" {
-		if _, _, err := net.SplitHostPort(cfg.LocalEndpoint); err != nil {
-			errs = append(errs, fmt.Errorf("local_endpoint: %w", err))
+	if local != "" {
+		if _, _, err := net.SplitHostPort(local); err != nil {
+			errs = append(errs, fmt.Errorf("local.endpoint: %w", err))
 		}
+	}
+	if cfg.Timeline.Enabled {
+		if cfg.Timeline.MemoryLimitMiB <= 0 {
+			errs = append(errs, fmt.Errorf("timeline.memory_limit_mib: %d: must be positive", cfg.Timeline.MemoryLimitMiB))
+		}
+		if cfg.Timeline.MaxAge <= 0 {
+			errs = append(errs, fmt.Errorf("timeline.max_age: %s: must be positive", cfg.Timeline.MaxAge))
+		}
+	}
+	if g := cfg.Dashboard.Goodput; g.TimeToFirstToken < 0 || g.TimePerOutputToken < 0 || g.E2E < 0 {
+		errs = append(errs, errors.New("dashboard.goodput: targets must not be negative"))
 	}
 	for k := range cfg.Tags {
 		if k == "" {

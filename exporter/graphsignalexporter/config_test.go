@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package graphsignalexporter
 
 import (
@@ -8,9 +11,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configcompression"
+	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
 )
 
@@ -27,11 +33,13 @@ func loadConfig(t *testing.T, name string) (*Config, error) {
 
 func TestDefaultConfig(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
-	assert.Equal(t, "https://api.graphsignal.com", cfg.Endpoint)
-	assert.Equal(t, "127.0.0.1:18259", cfg.LocalEndpoint)
+	assert.Equal(t, "https://api.graphsignal.com", cfg.ClientConfig.Endpoint)
+	assert.Equal(t, "127.0.0.1:18259", cfg.Local.NetAddr.Endpoint)
 	assert.Empty(t, cfg.APIKey)
 	assert.False(t, cfg.Traces.Enabled)
-	assert.Equal(t, 10*time.Second, cfg.TimeoutConfig.Timeout)
+	assert.Equal(t, encode.NamesGraphsignal, cfg.Names)
+	assert.Equal(t, 10*time.Second, cfg.ClientConfig.Timeout)
+	assert.Equal(t, configcompression.TypeGzip, cfg.ClientConfig.Compression)
 	require.True(t, cfg.QueueConfig.HasValue())
 	require.True(t, cfg.QueueConfig.Get().Batch.HasValue())
 	assert.Equal(t, time.Second, cfg.QueueConfig.Get().Batch.Get().FlushTimeout)
@@ -54,11 +62,18 @@ func TestLoadConfig(t *testing.T) {
 	require.NoError(t, err)
 	want := createDefaultConfig().(*Config)
 	want.APIKey = "gs-secret"
-	want.Endpoint = "https://graphsignal.example.com/"
+	want.ClientConfig.Endpoint = "https://graphsignal.example.com/"
+	want.ClientConfig.ProxyURL = "http://proxy.example.com:3128"
+	want.ClientConfig.TLS.CAFile = "/etc/ssl/graphsignal-ca.pem"
+	want.ClientConfig.Headers = configopaque.MapList{{Name: "X-Team", Value: "ml"}}
+	want.ClientConfig.Timeout = 3 * time.Second
 	want.Tags = map[string]string{"deployment": "prod"}
-	want.LocalEndpoint = "127.0.0.1:28259"
+	want.Names = encode.NamesSource
+	want.Local.NetAddr.Endpoint = "127.0.0.1:28259"
 	want.Traces.Enabled = true
-	want.TimeoutConfig.Timeout = 3 * time.Second
+	want.Timeline.MemoryLimitMiB = 256
+	want.Timeline.MaxAge = 30 * time.Minute
+	want.Dashboard.Goodput = GoodputTargets{TimeToFirstToken: 500 * time.Millisecond, TimePerOutputToken: 50 * time.Millisecond, E2E: 20 * time.Second}
 	want.RetryConfig.InitialInterval = time.Second
 	q := want.QueueConfig.Get()
 	id := component.MustNewID("file_storage")
@@ -71,10 +86,13 @@ func TestLoadConfig(t *testing.T) {
 
 func TestInvalidConfig(t *testing.T) {
 	for name, msg := range map[string]string{
-		"nothing_to_do":      "local_endpoint: empty with no api_key",
+		"nothing_to_do":      "local.endpoint: empty with no api_key",
 		"traces_without_key": "traces.enabled: needs api_key",
 		"bad_endpoint":       "endpoint: \"api.graphsignal.com\" is not an http(s) URL",
-		"bad_local":          "local_endpoint:",
+		"bad_local":          "local.endpoint:",
+		"no_gzip":            "compression: \"zstd\": Graphsignal's ingest reads gzip bodies only",
+		"bad_timeline":       "timeline.memory_limit_mib: 0: must be positive",
+		"bad_goodput":        "dashboard.goodput: targets must not be negative",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(t, name)
@@ -82,6 +100,14 @@ func TestInvalidConfig(t *testing.T) {
 			assert.Contains(t, err.Error(), msg)
 		})
 	}
+	// A bad names value fails when the config is loaded.
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub("graphsignal/bad_names")
+	require.NoError(t, err)
+	err = sub.Unmarshal(createDefaultConfig())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `names: "otel" is not graphsignal or source`)
 }
 
 func TestEndpointTrailingSlash(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package graphsignalexporter
 
 import (
@@ -54,8 +57,11 @@ type harness struct {
 func syncConfig(url string) *Config {
 	cfg := createDefaultConfig().(*Config)
 	cfg.APIKey = "test-key"
-	cfg.Endpoint = url
-	cfg.LocalEndpoint = "127.0.0.1:0"
+	cfg.ClientConfig.Endpoint = url
+	cfg.Local.NetAddr.Endpoint = "127.0.0.1:0"
+	// These tests check the mapping itself under inferprof's own names;
+	// names_test.go checks Graphsignal's.
+	cfg.Names = encode.NamesSource
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
 	cfg.RetryConfig.Enabled = false
 	cfg.Tags = map[string]string{"deployment": "test"}
@@ -519,7 +525,7 @@ func TestServerDownThenBack(t *testing.T) {
 		cfg.RetryConfig.InitialInterval = 20 * time.Millisecond
 		cfg.RetryConfig.MaxInterval = 200 * time.Millisecond
 		cfg.RetryConfig.MaxElapsedTime = 0 // retry until it works
-		cfg.TimeoutConfig.Timeout = 5 * time.Second
+		cfg.ClientConfig.Timeout = 5 * time.Second
 	})
 	h.srv.Close()
 	const batches, per = 20, 5
@@ -550,7 +556,7 @@ func TestSlowServerTimeoutAndBoundedQueue(t *testing.T) {
 		// to retry: it stays busy and the queue cannot drain.
 		cfg.RetryConfig.InitialInterval = time.Hour
 		cfg.RetryConfig.MaxElapsedTime = 2 * time.Hour
-		cfg.TimeoutConfig.Timeout = 50 * time.Millisecond
+		cfg.ClientConfig.Timeout = 50 * time.Millisecond
 	})
 	release := make(chan struct{})
 	defer close(release)
@@ -611,11 +617,18 @@ func TestLocalSignals(t *testing.T) {
 	assert.Equal(t, map[string]any{"value": 60.0}, byName["hw.gpu.utilization"]["stats"])
 	assert.Equal(t, "counter", byName["gen_ai.client.token.usage.total"]["type"])
 	assert.Equal(t, map[string]any{"total": 25.0}, byName["gen_ai.client.token.usage.total"]["stats"])
-	// 10 observations: bins 0.1×2, 0.5×6, 1×2 (overflow folded). Nearest
-	// rank: p50 is the 5th (0.5), p95 the 10th (1).
-	assert.Equal(t, map[string]any{
-		"count": 10.0, "sum": 5.0, "min": 0.05, "max": 1.5, "mean": 0.5, "p50": 0.5, "p95": 1.0,
-	}, byName["gen_ai.server.time_to_first_token"]["stats"])
+	// 10 observations: bins 0.1×2, 0.5×6, 1×2 (overflow folded). The 5th
+	// (p50) is in (0.1, 0.5], the 10th (p95) in the last bucket, which only
+	// max bounds: (0.5, 1.5]. The estimates are interpolated inside them.
+	hs := byName["gen_ai.server.time_to_first_token"]["stats"].(map[string]any)
+	assert.Equal(t, "bucket_interpolation", hs["quantile_method"])
+	assert.Equal(t, []any{0.1, 0.5}, hs["p50_bucket"])
+	assert.Equal(t, []any{0.5, 1.5}, hs["p95_bucket"])
+	assert.InDelta(t, 0.1+(5.0-2)/6*0.4, hs["p50"], 1e-9)
+	assert.InDelta(t, 0.5+(9.5-8)/2*1.0, hs["p95"], 1e-9)
+	for k, v := range map[string]float64{"count": 10, "sum": 5, "min": 0.05, "max": 1.5, "mean": 0.5} {
+		assert.InDelta(t, v, hs[k], 1e-12, k)
+	}
 	assert.Equal(t, "profile", byName[encode.ProfileKernels]["type"])
 	assert.Equal(t, map[string]any{"frames": []any{
 		map[string]any{"name": "sm90_xmma_gemm", "value": 3000.0, "samples": 3.0},
@@ -638,7 +651,7 @@ func TestLocalSignals(t *testing.T) {
 }
 
 func TestLocalEndpointWarnsWhenNotLoopback(t *testing.T) {
-	h := newHarness(t, func(cfg *Config) { cfg.LocalEndpoint = "0.0.0.0:0" })
+	h := newHarness(t, func(cfg *Config) { cfg.Local.NetAddr.Endpoint = "0.0.0.0:0" })
 	assert.Equal(t, 1, h.logs.FilterMessageSnippet("not a loopback address").Len())
 	assert.True(t, local.IsLoopback("127.0.0.1:18259"))
 	assert.True(t, local.IsLoopback("[::1]:1"))
@@ -677,8 +690,9 @@ func TestTracesMode(t *testing.T) {
 	cfg := syncConfig(srv.URL)
 	f := NewFactory()
 	set := metadatatest.NewSettings(componenttest.NewTelemetry())
+	cfg.Timeline.Enabled = false
 	_, err := f.CreateTraces(t.Context(), set, cfg)
-	require.ErrorIs(t, err, errTracesOff, "off by default")
+	require.ErrorIs(t, err, errTracesOff, "off by default, with the local timeline off")
 
 	cfg.Traces.Enabled = true
 	exp, err := f.CreateTraces(t.Context(), set, cfg)

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package graphsignalexporter
 
 import (
@@ -53,8 +56,10 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 }
 
+// newFuzzEncoder encodes with the default names, Graphsignal's, which run
+// the name map as well as the generic mapping.
 func newFuzzEncoder() *encode.Encoder {
-	return encode.New(nil, map[string]string{"k": "v"}, "0123456789ab", time.Now)
+	return encode.New(nil, map[string]string{"k": "v"}, "0123456789ab", time.Now, encode.WithNames(encode.NamesGraphsignal))
 }
 
 func FuzzEncodeMetrics(f *testing.F) {

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package graphsignalexporter // import "github.com/inferprof/inferprof/exporter/graphsignalexporter"
 
 import (
@@ -9,11 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -26,59 +29,85 @@ const (
 	signalsPath = "/api/v1/signals/" // v0, traces mode; the trailing slash is Graphsignal's
 	// maxErrorBody caps how much of an error response is read for the log.
 	maxErrorBody = 1024
-	// keyLogEvery rate-limits the "API key refused" error log.
-	keyLogEvery = time.Minute
+	// logEvery rate-limits the upload failure warnings and the "API key
+	// refused" error: one line a minute, with how many were not logged.
+	logEvery = time.Minute
 )
 
-var gzipPool = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+// uploader posts protobuf bodies to Graphsignal through a confighttp client
+// (which gzips them) and classifies the answer for exporterhelper's retry
+// sender.
+type uploader struct {
+	cfg       *Config
+	set       exporter.Settings
+	client    *http.Client
+	base      string
+	userAgent string
+	logger    *zap.Logger
+	tb        *metadata.TelemetryBuilder
 
-// gzipProto marshals msg and gzips it, as Graphsignal's uploader does.
-func gzipProto(msg proto.Message) ([]byte, error) {
-	raw, err := proto.Marshal(msg)
-	if err != nil {
-		return nil, fmt.Errorf("marshal upload: %w", err)
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(raw)/4 + 64)
-	zw := gzipPool.Get().(*gzip.Writer)
-	defer gzipPool.Put(zw)
-	zw.Reset(&buf)
-	if _, err := zw.Write(raw); err != nil {
-		return nil, fmt.Errorf("gzip upload: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return nil, fmt.Errorf("gzip upload: %w", err)
-	}
-	return buf.Bytes(), nil
+	failLog limitedLog // retryable failures, at warn
+	keyLog  limitedLog // API key refused, at error
 }
 
-// uploader posts gzipped protobuf bodies to Graphsignal and classifies the
-// answer for exporterhelper's retry sender.
-type uploader struct {
-	client     *http.Client
-	base       string
-	apiKey     string
-	userAgent  string
-	logger     *zap.Logger
-	tb         *metadata.TelemetryBuilder
-	lastKeyLog atomic.Int64
+func newUploader(cfg *Config, set exporter.Settings, tb *metadata.TelemetryBuilder) *uploader {
+	return &uploader{
+		cfg:       cfg,
+		set:       set,
+		base:      trimSlash(cfg.ClientConfig.Endpoint),
+		userAgent: "inferprof-graphsignal-exporter/" + set.BuildInfo.Version,
+		logger:    set.Logger,
+		tb:        tb,
+	}
+}
+
+// start builds the client; confighttp needs the host's extensions for
+// auth and middlewares.
+func (u *uploader) start(ctx context.Context, host component.Host) error {
+	client, err := u.cfg.ClientConfig.ToClient(ctx, host.GetExtensions(), u.set.TelemetrySettings)
+	if err != nil {
+		return err
+	}
+	u.client = client
+	return nil
+}
+
+func (u *uploader) stop() {
+	if u.client != nil {
+		u.client.CloseIdleConnections()
+	}
 }
 
 // send posts msg to path; items is how many datapoints, log records or
-// spans it carries, for the rejection counters.
+// spans it carries, for the rejection counters and logs.
 func (u *uploader) send(ctx context.Context, path string, msg proto.Message, items int) error {
-	body, err := gzipProto(msg)
+	err := u.post(ctx, path, msg, items)
+	switch {
+	case err == nil:
+		if n := u.failLog.reset(); n > 0 {
+			u.logger.Info("Graphsignal uploads succeed again", zap.Int("failed_attempts", n))
+		}
+	case !consumererror.IsPermanent(err):
+		if n, ok := u.failLog.allow(time.Now()); ok {
+			u.logger.Warn("Graphsignal upload failed; retrying with backoff (retry_on_failure)",
+				zap.Error(err), zap.Int("items", items), zap.Int("failed_attempts_not_logged", n))
+		}
+	}
+	return err
+}
+
+func (u *uploader) post(ctx context.Context, path string, msg proto.Message, items int) error {
+	body, err := proto.Marshal(msg)
 	if err != nil {
-		return consumererror.NewPermanent(err)
+		return consumererror.NewPermanent(fmt.Errorf("marshal upload: %w", err))
 	}
 	url := u.base + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("build request: %w", err))
 	}
-	req.Header.Set("X-API-Key", u.apiKey)
+	req.Header.Set("X-API-Key", string(u.cfg.APIKey))
 	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("Content-Encoding", "gzip")
 	req.Header.Set("User-Agent", u.userAgent)
 	resp, err := u.client.Do(req)
 	if err != nil {
@@ -101,8 +130,7 @@ func (u *uploader) classify(ctx context.Context, url string, resp *http.Response
 	err := fmt.Errorf("upload to %s: HTTP %d: %s", url, code, excerpt)
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		now := time.Now().UnixNano()
-		if last := u.lastKeyLog.Load(); now-last >= int64(keyLogEvery) && u.lastKeyLog.CompareAndSwap(last, now) {
+		if _, ok := u.keyLog.allow(time.Now()); ok {
 			u.logger.Error("Graphsignal refused the API key; uploads are dropped until api_key is fixed",
 				zap.Int("status", code), zap.String("url", url))
 		}
@@ -122,6 +150,37 @@ func (u *uploader) classify(ctx context.Context, url string, resp *http.Response
 		// Any other 4xx will fail the same way again.
 		return consumererror.NewPermanent(err)
 	}
+}
+
+// limitedLog lets one line through per logEvery and counts the rest.
+type limitedLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int // since the last line
+	failures   int // since the last success
+}
+
+// allow reports whether to log now, and how many were held back before.
+func (l *limitedLog) allow(now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failures++
+	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
+		l.suppressed++
+		return 0, false
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return n, true
+}
+
+// reset ends a run of failures and returns its length.
+func (l *limitedLog) reset() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.failures
+	l.failures, l.suppressed, l.last = 0, 0, time.Time{}
+	return n
 }
 
 // retryAfter parses a Retry-After value: delay-seconds or an HTTP date.

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2etest is the end-to-end harness: it builds otelcol-inferprof once
 // per test run, starts it on free loopback ports with a config written by the
 // test, and stops it by PID, checking that it exited cleanly.
@@ -9,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -67,13 +71,40 @@ func Binary(tb testing.TB) string {
 	return binPath
 }
 
+// Ports are drawn below Linux's ephemeral range (32768-60999 by default), so
+// the outgoing connections of this or another test cannot take a port in the
+// moment between FreePort releasing it and the collector binding it; within
+// one process no port is handed out twice.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portMu   sync.Mutex
+	portUsed = map[int]bool{}
+)
+
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 200 {
+		port := portLow + rand.IntN(portHigh-portLow)
+		if portUsed[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portUsed[port] = true
+		return port
+	}
+	tb.Fatalf("no free loopback port in [%d, %d) after 200 tries", portLow, portHigh)
+	return 0
 }
 
 // Ports hands out one free loopback port per name, the same port each time a

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kernelclass sorts CUDA kernel names into categories (attention,
 // gemm, communication, ...) and shortens them into readable series names.
 // The cupti receiver labels its kernel metrics with both; the graphsignal

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package names holds the span, metric and attribute names that more than one
 // inferprof component reads or writes, so producer and consumer cannot drift.
 //

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stepwindow keeps a bounded, time-indexed window of recent engine
 // steps per engine instance and rebuilds a request's token timestamps, and so
 // its inter-token latency, from the ends of the steps that gave it tokens.

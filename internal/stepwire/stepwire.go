@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stepwire decodes engine step records, the wire format the Python
 // hook (integrations/python/inferprof_hook/wire.py) writes once per scheduler
 // step, and the shared-memory ring that carries them (ring.go). The format

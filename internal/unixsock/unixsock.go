@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package unixsock prepares the private Unix sockets that the engine-side
 // parts of inferprof (the CUPTI library, the step hook) write to.
 package unixsock // import "github.com/inferprof/inferprof/internal/unixsock"
@@ -16,12 +19,19 @@ import (
 // stale socket file left by a crashed collector. A path that is not a socket,
 // or that a live process still serves, is an error: never take over another
 // collector's socket.
+//
+// An existing folder must be the collector's own and owner-only: in a shared
+// folder (such as /tmp/inferprof made by another user) someone else could
+// replace the socket and read or forge the engine's records.
 func Prepare(path, network string) error {
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("create socket folder %s: %w", dir, err)
 		}
+	}
+	if err := checkFolder(dir, os.Getuid()); err != nil {
+		return err
 	}
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -36,6 +46,28 @@ func Prepare(path, network string) error {
 	}
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// checkFolder refuses a socket folder that is not a directory, is owned by
+// another user than self, or is open to group or others.
+func checkFolder(dir string, self int) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("socket folder %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("socket folder %s is not a directory: point the endpoint at a socket inside a folder of your own", dir)
+	}
+	if uid, ok := owner(fi); ok && uid != self {
+		return fmt.Errorf("socket folder %s belongs to uid %d, not to this collector's user (uid %d): "+
+			"remove it (it may be another user's collector) or set the endpoint to a folder this user owns, "+
+			"such as $XDG_RUNTIME_DIR/inferprof/", dir, uid, self)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		return fmt.Errorf("socket folder %s has mode %04o; it must be 0700 so that no other user can replace "+
+			"the socket: run chmod 700 %s, or set the endpoint to a folder of your own", dir, perm, dir)
 	}
 	return nil
 }

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package unixsock
 
 import (
@@ -72,4 +75,34 @@ func TestRestrict(t *testing.T) {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+func TestPrepareRefusesOpenFolder(t *testing.T) {
+	dir := shortDir(t)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	path := filepath.Join(dir, "s.sock")
+	err := Prepare(path, "unix")
+	require.ErrorContains(t, err, "has mode 0755; it must be 0700")
+	require.ErrorContains(t, err, "chmod 700 "+dir)
+
+	// Once fixed as the message says, the same path is accepted.
+	require.NoError(t, os.Chmod(dir, 0o700))
+	require.NoError(t, Prepare(path, "unix"))
+}
+
+func TestPrepareRefusesFolderOfAnotherUser(t *testing.T) {
+	dir := shortDir(t)
+	// The folder is ours; checked as if this process ran as another user,
+	// it is someone else's.
+	other := os.Getuid() + 1
+	err := checkFolder(dir, other)
+	require.ErrorContains(t, err, "not to this collector's user")
+	require.ErrorContains(t, err, "remove it")
+	require.NoError(t, checkFolder(dir, os.Getuid()))
+}
+
+func TestPrepareRefusesFolderThatIsAFile(t *testing.T) {
+	f := filepath.Join(shortDir(t), "f")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	require.ErrorContains(t, Prepare(filepath.Join(f, "s.sock"), "unix"), "is not a directory")
 }

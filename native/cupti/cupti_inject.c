@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cupti_v2.h"
 #include "ipc_client.h"
 #include "layouts.h"
 #include "limits.h"
@@ -89,6 +90,8 @@ static struct {
   duty duty;
   long resume_ms; /* 0 = never take CUPTI back from another profiler */
   long exit_ms;
+  int multi_sub; /* use multi-subscriber mode where CUPTI offers it */
+  long sndbuf_kb;
 } cfg;
 
 static long env_long(const char *name, long def, long lo, long hi) {
@@ -151,6 +154,12 @@ static void load_config(void) {
     LOG_WARN("INFERPROF_CUPTI_DUTY_CYCLE=%s is not ON_MS/PERIOD_MS with 0 < ON <= PERIOD and PERIOD >= 100; always on", dc);
   cfg.resume_ms = env_long("INFERPROF_CUPTI_RESUME_MS", 300000, 0, 86400000);
   cfg.exit_ms = env_long("INFERPROF_CUPTI_EXIT_MS", 500, 0, 10000);
+  cfg.multi_sub = (int)env_long("INFERPROF_CUPTI_MULTI_SUBSCRIBER", 1, 0, 1);
+  /* CUPTI hands over a buffer (thousands of records) at a time and the
+   * library encodes it in about a millisecond: a socket buffer of a few MB
+   * rides out a collector descheduled for tens of ms instead of dropping.
+   * The kernel caps it at net.core.wmem_max. */
+  cfg.sndbuf_kb = env_long("INFERPROF_CUPTI_SNDBUF_KB", 4096, 0, 65536);
 }
 
 static uint64_t clock_ns(clockid_t id) {
@@ -165,6 +174,11 @@ static uint64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
 static uint32_t cupti_version;
 static int can_reject; /* CUPTI accepts a NULL buffer */
+static CUpti_SubscriberHandle subscriber;
+/* multi_sub: subscribed with cuptiSubscribe_v2 in multi-subscriber mode;
+ * from then on every activity call must be the v2 one (cupti_v2.h). */
+static int multi_sub;
+static ip_cupti_v2 v2;
 static _Atomic int forked_child;
 static _Atomic int stopping;
 static int active; /* init succeeded */
@@ -328,9 +342,17 @@ static void add_batch(const ipc_record *recs, int n) {
   pthread_mutex_unlock(&client_mu);
 }
 
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-                                      size_t valid) {
-  (void)size;
+/* act_next steps through a completed buffer with the call that matches how
+ * we subscribed: CUPTI refuses v1 calls from a v2 subscriber. */
+static CUptiResult act_next(uint8_t *buffer, size_t valid, CUpti_Activity **a) {
+  return multi_sub ? v2.next_record(subscriber, buffer, valid, a) : cuptiActivityGetNextRecord(buffer, valid, a);
+}
+
+/* complete_buffer reads, converts and hands on one completed buffer. The
+ * v1 callback names its context and stream; the v2 one does not, and the
+ * v2 dropped-record count is asked for the whole subscriber, as jax-ml/jax
+ * and openxla/xla do (NULL context, stream 0). */
+static void complete_buffer(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t valid) {
   if (atomic_load(&forked_child)) { /* no CUPTI calls in a forked child */
     release_buffer(buffer);
     return;
@@ -341,7 +363,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
   int ov = overflow_slot(buffer);
   if (ov >= 0) {
     uint64_t n = 0;
-    while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) n++;
+    while (valid > 0 && act_next(buffer, valid, &a) == CUPTI_SUCCESS) n++;
     atomic_fetch_add(&overflow_dropped, n);
     atomic_fetch_sub(&overflow_users[ov], 1);
   } else {
@@ -349,7 +371,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     ipc_record batch[BATCH];
     int n = 0;
     /* Records are converted without our lock; the lock covers only encoding. */
-    while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
+    while (valid > 0 && act_next(buffer, valid, &a) == CUPTI_SUCCESS) {
       if (convert(a, &batch[n])) n++;
       if (n == BATCH) {
         add_batch(batch, n);
@@ -359,14 +381,49 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     if (n > 0) add_batch(batch, n);
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped > 0)
-    atomic_fetch_add(&cupti_dropped, dropped);
+  CUptiResult dr = CUPTI_ERROR_NOT_SUPPORTED;
+  if (!multi_sub) dr = cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped);
+  else if (v2.dropped) dr = v2.dropped(subscriber, NULL, 0, &dropped);
+  if (dr == CUPTI_SUCCESS && dropped > 0) atomic_fetch_add(&cupti_dropped, dropped);
   release_buffer(buffer);
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                      size_t valid) {
+  (void)size;
+  complete_buffer(ctx, stream, buffer, valid);
+}
+
+/* The v2 buffer callbacks (CUpti_BuffersCallback*Func_v2) carry an info
+ * struct we do not need: predefined records, not user-defined ones. */
+static void CUPTIAPI buffer_requested_v2(uint8_t **buffer, size_t *size, size_t *max_records, void *info) {
+  (void)info;
+  buffer_requested(buffer, size, max_records);
+}
+
+static void CUPTIAPI buffer_completed_v2(uint8_t *buffer, size_t size, size_t valid, void *info) {
+  (void)size;
+  (void)info;
+  complete_buffer(NULL, 0, buffer, valid);
+}
+
+/* Activity calls, v1 or v2 as we subscribed. */
+static CUptiResult act_register(void) {
+  return multi_sub ? v2.register_callbacks(subscriber, buffer_requested_v2, buffer_completed_v2)
+                   : cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+}
+static CUptiResult act_enable(CUpti_ActivityKind k) {
+  return multi_sub ? v2.enable(subscriber, k, NULL) : cuptiActivityEnable(k);
+}
+static CUptiResult act_disable(CUpti_ActivityKind k) {
+  return multi_sub ? v2.disable(subscriber, k, NULL) : cuptiActivityDisable(k);
+}
+static CUptiResult act_timestamp(uint64_t *ts) {
+  return multi_sub ? v2.timestamp(subscriber, ts) : cuptiGetTimestamp(ts);
 }
 
 /* ---- callbacks: launches, context teardown ---- */
 
-static CUpti_SubscriberHandle subscriber;
 static __thread token_bucket eager_tb, graph_tb;
 static __thread int tb_ready;
 
@@ -426,15 +483,23 @@ static int nkinds;
 static int enable_kinds(void) {
   nkinds = 0;
   if (cfg.kinds & KIND_KERNEL) {
-    if (CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) {
+    if (CUPTI_CALL(act_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) {
       LOG_WARN("kernel activity could not be enabled; the library stays off in this process");
       return 0;
     }
     kinds[nkinds++] = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    if (cfg.graph_mode && multi_sub) {
+      /* Graph-level trace is one switch for every subscriber
+       * (CUPTI_ACTIVITY_ATTR_ENABLE_MULTI_SUBSCRIBER_GRAPH_TRACE): turning it
+       * on would take per-kernel records inside graphs away from a
+       * torch.profiler or nsys run beside us. */
+      LOG_WARN("graph mode is not used in multi-subscriber mode (it would hide graph kernels from other profilers); node mode");
+      cfg.graph_mode = 0;
+    }
     if (cfg.graph_mode) {
       /* GRAPH_TRACE turns per-kernel records inside graphs off (CUPTI 11.7
        * Update 1 release notes): graph mode reports whole graph launches. */
-      if (CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) == CUPTI_SUCCESS) {
+      if (CUPTI_CALL(act_enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) == CUPTI_SUCCESS) {
         kinds[nkinds++] = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
       } else {
         LOG_WARN("graph trace could not be enabled; falling back to node mode (kernels inside graphs one by one)");
@@ -451,7 +516,7 @@ static int enable_kinds(void) {
               {KIND_SYNC, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "sync"}};
   for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++) {
     if (!(cfg.kinds & rest[i].bit)) continue;
-    if (CUPTI_CALL(cuptiActivityEnable(rest[i].kind)) == CUPTI_SUCCESS) {
+    if (CUPTI_CALL(act_enable(rest[i].kind)) == CUPTI_SUCCESS) {
       kinds[nkinds++] = rest[i].kind;
     } else {
       LOG_WARN("%s activity could not be enabled; it is not recorded", rest[i].name);
@@ -461,11 +526,11 @@ static int enable_kinds(void) {
 }
 
 static void disable_kinds(void) {
-  for (int i = 0; i < nkinds; i++) CUPTI_CALL(cuptiActivityDisable(kinds[i]));
+  for (int i = 0; i < nkinds; i++) CUPTI_CALL(act_disable(kinds[i]));
 }
 
 static void reenable_kinds(void) {
-  for (int i = 0; i < nkinds; i++) CUPTI_CALL(cuptiActivityEnable(kinds[i]));
+  for (int i = 0; i < nkinds; i++) CUPTI_CALL(act_enable(kinds[i]));
 }
 
 /* ---- clock ---- */
@@ -478,7 +543,7 @@ static void sample_clock(ipc_clock *out) {
   for (int i = 0; i < 5; i++) {
     uint64_t c = 0;
     uint64_t t1 = realtime_ns();
-    if (cuptiGetTimestamp(&c) != CUPTI_SUCCESS) return;
+    if (act_timestamp(&c) != CUPTI_SUCCESS) return;
     uint64_t t2 = realtime_ns();
     if (t2 < t1 || t2 - t1 >= best) continue;
     best = t2 - t1;
@@ -521,7 +586,7 @@ static void watch_displacement(uint64_t now_ms) {
              (unsigned long long)quiet);
   if (cfg.resume_ms > 0 && atomic_load(&displaced) && quiet >= window + (uint64_t)cfg.resume_ms) {
     LOG_WARN("taking CUPTI activity back after %ld ms", cfg.resume_ms);
-    if (CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) == CUPTI_SUCCESS) {
+    if (CUPTI_CALL(act_register()) == CUPTI_SUCCESS) {
       reenable_kinds();
       atomic_fetch_add(&resumes, 1);
     }
@@ -660,6 +725,43 @@ static void atfork_child(void) {
 
 /* ---- init ---- */
 
+/* subscribe_multi tries CUPTI's multi-subscriber mode (CUDA 13.3+): our own
+ * buffers and kinds, which a later torch.profiler or nsys run using the v2
+ * API can neither replace nor disable. It returns CUPTI_SUCCESS with
+ * multi_sub set, or the error after which the caller falls back to the
+ * single-subscriber (v1) API, as jax-ml/jax and openxla/xla do: no v2
+ * subscriber is left behind. */
+static CUptiResult subscribe_multi(void) {
+  if (!cfg.multi_sub || cupti_version < CUPTI_MULTI_SUB_MIN_VERSION) return CUPTI_ERROR_NOT_SUPPORTED;
+  if (!ip_cupti_v2_resolve(&v2)) {
+    LOG_WARN("CUPTI %u lacks the v2 activity API; using the single-subscriber API", cupti_version);
+    return CUPTI_ERROR_NOT_SUPPORTED;
+  }
+  char holder[128] = {0};
+  ip_subscriber_params p = {.structSize = IP_SUBSCRIBER_PARAMS_SIZE,
+                            .subscriberName = "inferprof",
+                            .oldSubscriberName = holder,
+                            .oldSubscriberSize = sizeof(holder),
+                            .allowMultipleSubscribers = 1};
+  CUptiResult r = CUPTI_CALL(v2.subscribe(&subscriber, (CUpti_CallbackFunc)on_callback, NULL, &p));
+  if (r == CUPTI_SUCCESS) {
+    /* A timestamp is the cheapest call that proves the v2 path works here
+     * (a driver older than r610 refuses it), before anything depends on it. */
+    uint64_t ts = 0;
+    r = CUPTI_CALL(v2.timestamp(subscriber, &ts));
+    if (r == CUPTI_SUCCESS) {
+      multi_sub = 1;
+      return r;
+    }
+    cuptiUnsubscribe(subscriber);
+  } else if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    holder[sizeof(holder) - 1] = 0;
+    LOG_WARN("CUPTI is held by %s without multi-subscriber mode", holder[0] ? holder : "another tool");
+  }
+  subscriber = NULL;
+  return r;
+}
+
 static int init(void) {
   load_config();
   const char *off = getenv("INFERPROF_CUPTI_DISABLE");
@@ -671,7 +773,8 @@ static int init(void) {
   can_reject = cupti_version >= CUPTI_REJECT_MIN_VERSION;
   /* One subscriber only on CUDA <= 13.2: torch.profiler or nsys may hold
    * it. Then we back off and the engine runs as if we were not here. */
-  CUptiResult r = CUPTI_CALL(cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_callback, NULL));
+  CUptiResult r = subscribe_multi();
+  if (r != CUPTI_SUCCESS) r = CUPTI_CALL(cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_callback, NULL));
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     LOG_WARN("another CUPTI subscriber (torch.profiler, nsys?) holds CUPTI; kernel activity is off for this process");
     subscriber = NULL;
@@ -718,10 +821,11 @@ static int init(void) {
     goto fail;
   }
   client.clock = clk;
-  if (CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) goto fail_client;
+  client.sndbuf = (int)cfg.sndbuf_kb * 1024;
+  if (CUPTI_CALL(act_register()) != CUPTI_SUCCESS) goto fail_client;
   if (!enable_kinds()) goto fail_client;
   client.hello_flags = (cfg.graph_mode ? IPC_HELLO_GRAPH_MODE : 0) | (sampled ? IPC_HELLO_RATE_LIMITED : 0) |
-                       (cfg.duty.period_ms ? IPC_HELLO_DUTY_CYCLE : 0);
+                       (cfg.duty.period_ms ? IPC_HELLO_DUTY_CYCLE : 0) | (multi_sub ? IPC_HELLO_MULTI_SUB : 0);
 
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -735,8 +839,9 @@ static int init(void) {
   active = 1;
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   atexit(on_exit_handler);
-  LOG_DEBUG("CUPTI %u; streaming to %s every %ld ms, %ld x %ld KiB buffers, %s mode", cupti_version, cfg.endpoint,
-            cfg.flush_ms, cfg.buffers, cfg.buffer_kb, cfg.graph_mode ? "graph" : "node");
+  LOG_DEBUG("CUPTI %u%s; streaming to %s every %ld ms, %ld x %ld KiB buffers, %s mode", cupti_version,
+            multi_sub ? " (multi-subscriber)" : "", cfg.endpoint, cfg.flush_ms, cfg.buffers, cfg.buffer_kb,
+            cfg.graph_mode ? "graph" : "node");
   return 1;
 
 fail_client:

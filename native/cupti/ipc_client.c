@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* See ipc_client.h. Everything here is plain C and POSIX so that it is
  * built and tested with gcc, ASan and UBSan where CUDA does not exist. */
 #define _GNU_SOURCE
@@ -115,7 +118,8 @@ int ipc_client_init(ipc_client *c, const char *path, uint32_t pid, const char *h
     c->host[IPC_MAX_HOST] = '\0';
   }
   c->buf = malloc(IPC_BUF_SIZE);
-  c->pending = malloc(IPC_BUF_SIZE);
+  c->pending = malloc(IPC_BACKLOG);
+  c->backlog = IPC_BACKLOG;
   c->batch_names = malloc(sizeof(uint16_t) * (IPC_MAX_NAMES + 1));
   c->names = calloc(IPC_MAX_NAMES + 1, sizeof(ipc_name));
   c->arena = malloc(IPC_NAME_ARENA + sizeof(overflow_name));
@@ -209,6 +213,26 @@ static void drop_batch(ipc_client *c) {
   reset_batch(c);
 }
 
+/* backlog_batch moves the batch behind the backlog, or drops it when the
+ * backlog has no room: the collector is more than IPC_BACKLOG behind. */
+static void backlog_batch(ipc_client *c) {
+  if (c->len == 0) return;
+  size_t room = c->backlog < IPC_BACKLOG ? c->backlog : IPC_BACKLOG;
+  if (c->pending_off > 0 && c->pending_len + c->len > room) {
+    memmove(c->pending, c->pending + c->pending_off, c->pending_len - c->pending_off);
+    c->pending_len -= c->pending_off;
+    c->pending_off = 0;
+  }
+  if (c->pending_len + c->len > room) {
+    drop_batch(c);
+    return;
+  }
+  memcpy(c->pending + c->pending_len, c->buf, c->len);
+  c->pending_len += c->len;
+  c->stats.sent_records += c->batch_records;
+  reset_batch(c);
+}
+
 static size_t hello_frame(ipc_client *c, uint8_t *p) {
   size_t hl = strlen(c->host);
   put_header(p, IPC_FRAME_HELLO, (uint32_t)(18 + hl));
@@ -264,7 +288,8 @@ void ipc_client_flush(ipc_client *c) {
     drop_batch(c);
     return;
   }
-  /* Finish a frame the socket took only partly, or the stream breaks. */
+  /* The backlog first: it holds the tail of a frame the socket took only
+   * partly, so anything sent before it would break the stream. */
   if (c->pending_off < c->pending_len) {
     long w = send_nb(c, c->pending + c->pending_off, c->pending_len - c->pending_off);
     if (w < 0) {
@@ -274,7 +299,7 @@ void ipc_client_flush(ipc_client *c) {
     }
     c->pending_off += (size_t)w;
     if (c->pending_off < c->pending_len) {
-      drop_batch(c); /* still congested: the collector is slow */
+      backlog_batch(c); /* still congested: keep the batch if there is room */
       return;
     }
     c->pending_len = c->pending_off = 0;
@@ -294,6 +319,8 @@ void ipc_client_flush(ipc_client *c) {
         c->pending_len = n - (size_t)w;
         c->pending_off = 0;
         c->hello_sent = 1;
+        backlog_batch(c);
+        return;
       }
       drop_batch(c);
       return;
@@ -309,12 +336,8 @@ void ipc_client_flush(ipc_client *c) {
     disconnect(c);
     return;
   }
-  if (w == 0) {
-    drop_batch(c);
-    return;
-  }
   if ((size_t)w < c->len) {
-    /* Keep the tail: the collector will get whole frames. */
+    /* Keep the rest: the collector will get whole frames. */
     memcpy(c->pending, c->buf + w, c->len - (size_t)w);
     c->pending_len = c->len - (size_t)w;
     c->pending_off = 0;

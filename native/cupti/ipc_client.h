@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* ipc_client: the pure-C encoder and transport of the inferprof CUPTI
  * injection library. It knows nothing about CUDA: it turns activity records
  * into wire frames (docs/cupti-wire.md) and streams them over a Unix socket
@@ -56,6 +59,7 @@ enum ipc_record_kind {
 
 /* Capacity limits: memory is allocated once, in ipc_client_init. */
 #define IPC_BUF_SIZE (64 * 1024)    /* one batch of frames */
+#define IPC_BACKLOG (4 * 1024 * 1024) /* frames the socket did not take yet */
 #define IPC_MAX_NAMES 4096          /* distinct kernel names per process */
 #define IPC_NAME_ARENA (1024 * 1024) /* bytes of kernel-name storage */
 #define IPC_NAME_SLOTS 8192         /* hash slots, a power of two > names */
@@ -139,9 +143,13 @@ typedef struct ipc_client {
   uint16_t *batch_names;
   uint32_t batch_nnames;
 
-  /* Bytes of a frame the socket took only partly; sent before anything new. */
+  /* Frames the socket has not taken yet (whole frames, or the tail of one
+   * it took partly), sent before anything new. CUPTI hands over thousands
+   * of records at once; this rides out a collector that is a few tens of
+   * ms behind instead of dropping. Batches are dropped only when it is full. */
   uint8_t *pending;
   size_t pending_len, pending_off;
+  size_t backlog; /* bytes of backlog allowed, at most IPC_BACKLOG (the default) */
 
   /* Interned kernel names. ids are index+1 on the wire. */
   ipc_name *names;

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
 
 import (
@@ -74,11 +77,13 @@ type JoinConfig struct {
 	// usually comes first, by up to the whole decode. Default 5m. Must be
 	// positive when Wait is set.
 	StageTTL time.Duration `mapstructure:"stage_ttl"`
-	// MaxPending caps held request spans plus stage records (about 150 bytes
+	// MaxPending caps held request spans (each counts one, however many
+	// share a trace) plus traces with only stage records (about 200 bytes
 	// each, plus the held span). When full, the oldest stage record is
-	// forgotten, then the oldest held request span is released early; both
-	// are counted, and no span is dropped. Default 100000. Must be positive
-	// when Wait is set.
+	// forgotten, then the oldest held request spans are released early;
+	// both are counted, and no span is dropped. It also caps the released
+	// spans waiting to be offered again after the next consumer refused
+	// them. Default 100000. Must be positive when Wait is set.
 	MaxPending int `mapstructure:"max_pending"`
 
 	// prevent unkeyed literal initialization
@@ -107,6 +112,16 @@ type StepsConfig struct {
 	// (inferprof.decode.stalls) when it exceeds this multiple of the
 	// request's median gap. Default 3. Must be above 1.
 	StallFactor float64 `mapstructure:"stall_factor"`
+	// MaxITLGaps caps inferprof.latency.itl.gaps, which otherwise holds one
+	// double per output token on every request span and travels to every
+	// trace exporter of the pipeline. Above the cap the attribute holds
+	// MaxITLGaps evenly spaced order statistics of the gaps (smallest to
+	// largest, the minimum and maximum included), so the connector's
+	// inter-token histogram keeps each request's distribution, at most
+	// MaxITLGaps samples of it. p50/p99/max are always computed from every
+	// gap. Default 256 (about 2.3 KB per span on the wire); 0 leaves the
+	// attribute out. Must not be negative.
+	MaxITLGaps int `mapstructure:"max_itl_gaps"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -148,6 +163,9 @@ func (cfg *Config) Validate() error {
 		}
 		if es.MaxInstances <= 0 {
 			errs = append(errs, errors.New("engine_steps.max_instances must be positive"))
+		}
+		if es.MaxITLGaps < 0 {
+			errs = append(errs, errors.New("engine_steps.max_itl_gaps must not be negative"))
 		}
 		if !(es.StallFactor > 1) {
 			errs = append(errs, errors.New("engine_steps.stall_factor must be above 1"))

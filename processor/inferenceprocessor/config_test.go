@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor
 
 import (
@@ -56,7 +59,7 @@ func TestUnmarshalConfig(t *testing.T) {
 			Attributes: []string{"gen_ai.prompt*", "gen_ai.completion*", "my.app.user_input"},
 			Events:     []string{"gen_ai.user.message", "gen_ai.choice"},
 		},
-		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4},
+		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
 	}, cfg)
 
 	cfg, err = load(t, "keep")
@@ -78,6 +81,7 @@ func TestInvalidConfig(t *testing.T) {
 		"empty_key":        "model.resource_attributes must not contain an empty key",
 		"zero_max_age":     "engine_steps.max_age must be positive",
 		"low_stall_factor": "engine_steps.stall_factor must be above 1",
+		"negative_gaps":    "engine_steps.max_itl_gaps must not be negative",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, name)

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package inferenceprocessor turns LLM engine request spans (vLLM, SGLang,
 // TensorRT-LLM, TGI) into one canonical set of latency attributes.
 //

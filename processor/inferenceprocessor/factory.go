@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
 
 import (
@@ -48,6 +51,7 @@ func createDefaultConfig() component.Config {
 			MaxRecords:   stepwindow.NewDefaultConfig().MaxRecords,
 			MaxInstances: stepwindow.NewDefaultConfig().MaxInstances,
 			StallFactor:  stepwindow.NewDefaultConfig().StallFactor,
+			MaxITLGaps:   256,
 		},
 		Privacy: PrivacyConfig{
 			Attributes: append([]string(nil), redact.DefaultAttributes...),

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor
 
 import (
@@ -20,7 +23,15 @@ import (
 // fuzzNames are span names the processor treats specially, plus one it must
 // leave alone.
 var fuzzNames = []string{"llm_request", " Req 1a2b3c4d", "decode Req 9f", "generate", "chat_completions",
-	"prefill_waiting", "decode_forward", "openai_chat", names.SpanEngineStep, "GET /health"}
+	"prefill_waiting", "decode_forward", "openai_chat", names.SpanEngineStep, "GET /health",
+	"Req 1a2b3c4d", "prefill Req 5e6f", "llm_core", "completions", "generate_stream", "decode_waiting",
+	"Scheduler [TP 0] (host:1a2b3c4d | pid:7)"}
+
+// fuzzEvents are event names the extractors read (vLLM's journey branch,
+// TensorRT-LLM's disaggregated server, exceptions).
+var fuzzEvents = []string{"api.ARRIVED", "api.FIRST_RESPONSE_FROM_CORE", "api.DEPARTED", "api.ABORTED",
+	"journey.QUEUED", "journey.SCHEDULED", "journey.FIRST_TOKEN", "journey.FINISHED",
+	"gen_server.selected", "exception"}
 
 // fuzzKeys are attribute keys the processor reads or writes.
 var fuzzKeys = []string{
@@ -31,10 +42,13 @@ var fuzzKeys = []string{
 	"total_time", "queue_time", "inference_time", "validation_time", "time_per_token", "parameters",
 	"gen_ai.latency.kv_cache_transfer_time", "lora_name", names.AttrLoRAAdapter, "gen_ai.prompt", "llm.completions",
 	names.AttrTimeInOther, names.AttrAnomaly,
+	"gen_ai.usage.cached_tokens", request.AttrCacheRead, request.AttrDecodeQueue, "code.namespace",
+	"gen_ai.request.top_k", "gen_ai.latency.time_in_scheduler", "finish.status", "exception.type",
 }
 
 var fuzzStrings = []string{"", "1.5s", "830µs", "12.5ms", "abc", `["abort"]`, "chatcmpl-1", "cmpl-2", "NaN", "-1s",
-	`GenerateParameters { adapter_id: Some("a") }`, `adapter_id: Some("`, "1e400s"}
+	`GenerateParameters { adapter_id: Some("a") }`, `adapter_id: Some("`, "1e400s", `["cancelled"]`, `["error", "stop"]`,
+	"text_generation_router::server", "aborted", `"`, "m"}
 
 // spanFromBytes decodes fuzz input into one span: a name selector, a status
 // byte, a duration, then records of (key selector, type, 8 value bytes).
@@ -65,7 +79,16 @@ func spanFromBytes(data []byte) ptrace.Traces {
 	span.SetEndTimestamp(pcommon.Timestamp(start + uint64(binary.LittleEndian.Uint16(next(2)))*1e6))
 	attrs := span.Attributes()
 	for len(data) > 0 {
-		key := fuzzKeys[int(next(1)[0])%len(fuzzKeys)]
+		sel := next(1)[0]
+		if sel >= 0xf0 {
+			// An event at an offset into the span, with one attribute.
+			ev := span.Events().AppendEmpty()
+			ev.SetName(fuzzEvents[int(next(1)[0])%len(fuzzEvents)])
+			ev.SetTimestamp(pcommon.Timestamp(start + uint64(binary.LittleEndian.Uint16(next(2)))*1e6))
+			ev.Attributes().PutStr(fuzzKeys[int(next(1)[0])%len(fuzzKeys)], fuzzStrings[int(next(1)[0])%len(fuzzStrings)])
+			continue
+		}
+		key := fuzzKeys[int(sel)%len(fuzzKeys)]
 		typ := next(1)[0] % 6
 		raw := binary.LittleEndian.Uint64(next(8))
 		switch typ {
@@ -94,6 +117,12 @@ func FuzzProcessAttributes(f *testing.F) {
 	f.Add([]byte{0, 1, 0x10, 0x27, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f})
 	f.Add([]byte{1, 0, 0xff, 0xff, 6, 2, 200, 0, 0, 0, 0, 0, 0, 0, 7, 2, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{3, 1, 0, 1, 18, 3, 1, 0, 0, 0, 0, 0, 0, 0, 23, 3, 10, 0, 0, 0, 0, 0, 0, 0})
+	// llm_core with journey events at 10 ms and 300 ms.
+	f.Add([]byte{12, 1, 0, 4, 0xf0, 4, 10, 0, 0, 0, 0xf0, 6, 44, 1, 0, 0})
+	// llm_request with TensorRT-LLM's -1 and an integer request id.
+	f.Add([]byte{0, 1, 0xdc, 5, 1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 12, 2, 3, 0, 0, 0, 0, 0, 0, 0})
+	// A TGI router span named by code.namespace alone.
+	f.Add([]byte{13, 0, 4, 0, 34, 3, 14, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg := createDefaultConfig().(*Config)
 		sink := new(consumertest.TracesSink)

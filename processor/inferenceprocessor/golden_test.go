@@ -1,8 +1,12 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor
 
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -144,41 +147,66 @@ func checkGolden(t *testing.T, file string, got []goldenSpan) {
 	require.JSONEq(t, string(want), string(b))
 }
 
+// goldenCases run each engine's export batches through the processor, in
+// every order the engines' processes can deliver them, against one golden
+// file per scenario.
+var goldenCases = []struct {
+	name   string
+	golden string
+	orders [][]string
+	expire bool // advance the clock past the join wait before shutdown
+}{
+	{name: "vllm basic", golden: "vllm_basic", orders: [][]string{{"vllm_basic"}}},
+	{name: "vllm temperature 0", golden: "vllm_temperature0", orders: [][]string{{"vllm_temperature0"}}},
+	{name: "vllm one output token", golden: "vllm_one_token", orders: [][]string{{"vllm_one_token"}}},
+	{name: "vllm aborted before the first token", golden: "vllm_aborted", orders: [][]string{{"vllm_aborted"}}},
+	{name: "vllm errors", golden: "vllm_error", orders: [][]string{{"vllm_error"}}},
+	{name: "vllm bad values", golden: "vllm_bad_values", orders: [][]string{{"vllm_bad_values"}}},
+	{name: "vllm phases exceed e2e", golden: "vllm_phases_exceed_e2e", orders: [][]string{{"vllm_phases_exceed_e2e"}}},
+	{name: "vllm content removed", golden: "vllm_content", orders: [][]string{{"vllm_content"}}},
+	{name: "vllm journey tracing", golden: "vllm_journey", orders: [][]string{
+		{"vllm_journey_api", "vllm_journey_core"}, {"vllm_journey_core", "vllm_journey_api"}}},
+	{name: "tensorrt-llm", golden: "trtllm", orders: [][]string{{"trtllm", "trtllm_handler"}, {"trtllm_handler", "trtllm"}}},
+	{name: "tensorrt-llm cancelled", golden: "trtllm_cancelled", orders: [][]string{{"trtllm_cancelled"}}},
+	{name: "tgi", golden: "tgi", orders: [][]string{{"tgi", "tgi_infer"}, {"tgi_infer", "tgi"}}},
+	{name: "tgi failed", golden: "tgi_failed", orders: [][]string{{"tgi_failed", "tgi_failed_infer"}, {"tgi_failed_infer", "tgi_failed"}}},
+	{name: "sglang level 1", golden: "sglang_level1", orders: [][]string{
+		{"sglang_root", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root"}}},
+	{name: "sglang level 3", golden: "sglang_level3", orders: [][]string{
+		{"sglang_root", "sglang_stages_level3"}, {"sglang_stages_level3", "sglang_root"}}},
+	{name: "sglang legacy root name", golden: "sglang_legacy", orders: [][]string{
+		{"sglang_root_legacy", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root_legacy"}}},
+	{name: "sglang root without stages", golden: "sglang_no_stages", orders: [][]string{{"sglang_root"}}, expire: true},
+	{name: "sglang aborted", golden: "sglang_abort", orders: [][]string{
+		{"sglang_abort_root", "sglang_abort_stages"}, {"sglang_abort_stages", "sglang_abort_root"}}},
+	{name: "sglang prefill/decode disaggregation", golden: "sglang_pd", orders: [][]string{
+		{"sglang_pd_prefill_root", "sglang_pd_decode_root", "sglang_pd_prefill_stages", "sglang_pd_decode_stages"},
+		{"sglang_pd_prefill_stages", "sglang_pd_decode_stages", "sglang_pd_prefill_root", "sglang_pd_decode_root"},
+		{"sglang_pd_decode_stages", "sglang_pd_prefill_root", "sglang_pd_decode_root", "sglang_pd_prefill_stages"},
+		{"sglang_pd_decode_root", "sglang_pd_prefill_stages", "sglang_pd_decode_stages", "sglang_pd_prefill_root"},
+	}},
+}
+
 func TestGolden(t *testing.T) {
-	cases := []struct {
-		name    string
-		golden  string
-		batches []string
-		expire  bool // advance the clock past the join wait before shutdown
-	}{
-		{name: "vllm basic", golden: "vllm_basic", batches: []string{"vllm_basic"}},
-		{name: "vllm temperature 0", golden: "vllm_temperature0", batches: []string{"vllm_temperature0"}},
-		{name: "vllm one output token", golden: "vllm_one_token", batches: []string{"vllm_one_token"}},
-		{name: "vllm aborted", golden: "vllm_aborted", batches: []string{"vllm_aborted"}},
-		{name: "vllm error status", golden: "vllm_error", batches: []string{"vllm_error"}},
-		{name: "vllm bad values", golden: "vllm_bad_values", batches: []string{"vllm_bad_values"}},
-		{name: "vllm phases exceed e2e", golden: "vllm_phases_exceed_e2e", batches: []string{"vllm_phases_exceed_e2e"}},
-		{name: "vllm content removed", golden: "vllm_content", batches: []string{"vllm_content"}},
-		{name: "tensorrt-llm", golden: "trtllm", batches: []string{"trtllm"}},
-		{name: "tgi", golden: "tgi", batches: []string{"tgi"}},
-		{name: "sglang level 1 root first", golden: "sglang_level1", batches: []string{"sglang_root", "sglang_stages_level1"}},
-		{name: "sglang level 1 stages first", golden: "sglang_level1", batches: []string{"sglang_stages_level1", "sglang_root"}},
-		{name: "sglang level 3 root first", golden: "sglang_level3", batches: []string{"sglang_root", "sglang_stages_level3"}},
-		{name: "sglang level 3 stages first", golden: "sglang_level3", batches: []string{"sglang_stages_level3", "sglang_root"}},
-		{name: "sglang root without stages", golden: "sglang_no_stages", batches: []string{"sglang_root"}, expire: true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
-			for _, b := range tc.batches {
-				h.consume(t, readBatch(t, b))
-			}
-			if tc.expire {
-				h.now = h.now.Add(time.Minute)
-				h.p.expire(t.Context(), h.now)
-			}
-			checkGolden(t, tc.golden, h.finish(t))
-		})
+	for _, tc := range goldenCases {
+		for i, order := range tc.orders {
+			t.Run(fmt.Sprintf("%s/order %d", tc.name, i), func(t *testing.T) {
+				h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
+				for _, b := range order {
+					h.consume(t, readBatch(t, b))
+				}
+				if tc.expire {
+					h.now = h.now.Add(time.Minute)
+					h.p.expire(t.Context(), h.now)
+				}
+				// Only the first order writes; the others must match it.
+				if i > 0 && *update {
+					*update = false
+					defer func() { *update = true }()
+				}
+				checkGolden(t, tc.golden, h.finish(t))
+			})
+		}
 	}
 }
 
@@ -191,5 +219,3 @@ func TestGoldenPassthrough(t *testing.T) {
 	require.Equal(t, flatten(readBatch(t, "passthrough")), got)
 	require.Len(t, got, 3)
 }
-
-var _ = pcommon.NewMap

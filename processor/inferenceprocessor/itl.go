@@ -1,7 +1,12 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
 
 import (
 	"context"
+	"math"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -67,9 +72,28 @@ func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, instance, id st
 	attrs.PutDouble(names.AttrITLP99, r.P99)
 	attrs.PutDouble(names.AttrITLMax, r.Max)
 	attrs.PutInt(names.AttrDecodeStalls, int64(r.Stalls))
+	if p.maxGaps == 0 {
+		return
+	}
 	gaps := attrs.PutEmptySlice(names.AttrITLGaps)
-	gaps.EnsureCapacity(len(r.Gaps))
-	for _, g := range r.Gaps {
-		gaps.AppendEmpty().SetDouble(g)
+	if len(r.Gaps) <= p.maxGaps {
+		gaps.EnsureCapacity(len(r.Gaps))
+		for _, g := range r.Gaps {
+			gaps.AppendEmpty().SetDouble(g)
+		}
+		return
+	}
+	// Over the cap: evenly spaced order statistics, smallest and largest
+	// included, so the distribution survives at a bounded size.
+	sorted := slices.Clone(r.Gaps)
+	slices.Sort(sorted)
+	n, last := p.maxGaps, len(sorted)-1
+	gaps.EnsureCapacity(n)
+	for i := range n {
+		idx := last
+		if n > 1 {
+			idx = int(math.Round(float64(i) * float64(last) / float64(n-1)))
+		}
+		gaps.AppendEmpty().SetDouble(sorted[idx])
 	}
 }

@@ -1,10 +1,10 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
@@ -40,6 +39,12 @@ type inferenceProcessor struct {
 	lateRedact bool
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
+	maxGaps    int                // engine_steps.max_itl_gaps
+
+	// Released spans the next consumer refused, retried on the next ticks.
+	retry retryQueue
+	// warn rate-limits the warnings about anomalies and refusals.
+	warn *warnLimiter
 
 	// for tests
 	now  func() time.Time
@@ -71,9 +76,12 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			DefaultModel:            cfg.Model.Default,
 			LoRAAttributes:          cfg.LoRAAttributes,
 			OperationName:           cfg.OperationName,
+			PhaseSpans:              cfg.PhaseSpans,
 		},
 		phaseSpans:   cfg.PhaseSpans,
+		maxGaps:      cfg.EngineSteps.MaxITLGaps,
 		now:          time.Now,
+		warn:         newWarnLimiter(warnEvery),
 		providerOpts: map[request.Kind][]metric.AddOption{},
 		attrOpt:      []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
 		eventOpt:     []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
@@ -107,6 +115,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
+		p.retry.maxSpans = cfg.SGLangJoin.MaxPending
 		// Check a few times per wait, so a held span is late by a quarter
 		// of the wait at most.
 		p.tick = min(cfg.SGLangJoin.Wait/4, time.Second)
@@ -153,49 +162,12 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 		}
 		p.wg.Wait()
 		if p.join != nil {
-			err = p.release(ctx, p.join.Drain())
+			err = p.flush(ctx, p.join.Drain())
 		}
 		p.tel.Shutdown()
 		p.steps.Close()
 	})
 	return err
-}
-
-// expire releases held SGLang request spans whose wait is over.
-func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
-	out, timedOut := p.join.Expire(now)
-	if timedOut > 0 {
-		p.tel.ProcessorInferenceJoinTimeouts.Add(ctx, int64(timedOut))
-	}
-	if err := p.release(ctx, out); err != nil {
-		p.logger.Warn("Next consumer refused SGLang request spans released after the join wait", zap.Error(err))
-	}
-}
-
-// release finishes held request spans and sends them on, one batch.
-func (p *inferenceProcessor) release(ctx context.Context, out []join.Released) error {
-	if len(out) == 0 {
-		return nil
-	}
-	td := ptrace.NewTraces()
-	p.finishReleased(ctx, out, td)
-	if err := p.next.ConsumeTraces(ctx, td); err != nil {
-		p.tel.ProcessorInferenceReleaseFailures.Add(ctx, int64(len(out)))
-		return err
-	}
-	return nil
-}
-
-// finishReleased normalises released spans and moves them into td.
-func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Released, td ptrace.Traces) {
-	for _, r := range out {
-		rs := r.Traces.ResourceSpans().At(0)
-		ss := rs.ScopeSpans().At(0)
-		ri := p.readResource(rs.Resource())
-		p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
-			request.Queue{Seconds: r.Queue, Known: r.QueueKnown})
-		r.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-	}
 }
 
 func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
@@ -265,7 +237,10 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 		removeEmpty(td)
 	}
 	if len(released) > 0 {
-		p.finishReleased(ctx, released, td)
+		// Released spans belong to earlier batches: they go on in a batch of
+		// their own, so a refusal is retried here rather than returned to a
+		// sender that never sent them.
+		p.sendReleased(ctx, released)
 	}
 	if td.ResourceSpans().Len() == 0 {
 		// Everything was held for the join; nothing to pass on now.
@@ -313,55 +288,6 @@ func (p *inferenceProcessor) countRemoved(ctx context.Context, attrs, events int
 	}
 }
 
-// stage records an SGLang queue stage for the join, and returns request
-// spans it releases. Other stages pass untouched.
-func (p *inferenceProcessor) stage(ctx context.Context, span ptrace.Span) []join.Released {
-	if p.join == nil {
-		return nil
-	}
-	if name := span.Name(); name != request.StagePrefillWaiting && name != request.StageDecodeWaiting {
-		return nil
-	}
-	start, end := span.StartTimestamp(), span.EndTimestamp()
-	if end < start || start == 0 {
-		// A stage with a broken clock tells us nothing; the request span
-		// will be released without a queue time at the end of its wait.
-		return nil
-	}
-	out, evicted := p.join.AddStage(span.TraceID(), float64(end-start)/1e9, p.now())
-	if evicted > 0 {
-		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
-	}
-	return out
-}
-
-// hold offers an SGLang request span to the join. When its queue stage is
-// not known yet, the span is moved out of the batch (left empty, removed
-// later) and held.
-func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (request.Queue, bool, []join.Released) {
-	one := ptrace.NewTraces()
-	rs2 := one.ResourceSpans().AppendEmpty()
-	rs.Resource().CopyTo(rs2.Resource())
-	rs2.SetSchemaUrl(rs.SchemaUrl())
-	ss2 := rs2.ScopeSpans().AppendEmpty()
-	ss.Scope().CopyTo(ss2.Scope())
-	ss2.SetSchemaUrl(ss.SchemaUrl())
-	trace := span.TraceID()
-	// Offer a copy first: most of the time the stage came first and the
-	// span stays in its batch.
-	queue, known, wait, evictedOut, evicted := p.join.AddRequest(trace, one, p.now())
-	if evicted > 0 {
-		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
-	}
-	if !wait {
-		return request.Queue{Seconds: queue, Known: known}, false, evictedOut
-	}
-	// The table holds `one`; move the span into it. The emptied place is
-	// removed from the batch by removeIndexes.
-	span.MoveTo(ss2.Spans().AppendEmpty())
-	return request.Queue{}, true, evictedOut
-}
-
 // resourceInfo is what the processor reads from a resource: the same for
 // all its spans, so read once per resource rather than once per span.
 type resourceInfo struct {
@@ -386,94 +312,20 @@ func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, s
 	if r.Processed {
 		return
 	}
-	if p.steps != nil {
+	if p.steps != nil && r.Request {
 		p.interTokenLatency(span, ri.instance, r.RequestID)
 	}
-	p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind]...)
-	for _, a := range r.Anomalies {
-		reason := a
-		if i := strings.LastIndexByte(a, ':'); i >= 0 {
-			reason = a[i+1:]
-		}
-		opts, ok := p.anomalyOpts[reason]
-		if !ok {
-			opts = []metric.AddOption{metric.WithAttributes(attribute.String("reason", reason))}
-		}
-		p.tel.ProcessorInferenceAnomalies.Add(ctx, 1, opts...)
+	if r.Request {
+		p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind]...)
+	}
+	if len(r.Anomalies) > 0 {
+		p.countAnomalies(ctx, span, r)
 	}
 	if p.phaseSpans {
-		if added := addPhaseSpans(spans, k, r.Timeline); added > 0 {
+		if added := addPhaseSpans(spans, k, r.Phases); added > 0 {
 			p.tel.ProcessorInferencePhaseSpans.Add(ctx, int64(added))
 		}
 	}
-}
-
-// addPhaseSpans places queue, prefill and decode on the request's timeline:
-// the first token is at arrival (the span start) + TTFT, prefill ends there,
-// queue ends where prefill starts, and decode runs from the first token to
-// the last. A phase whose figures are unknown gets no span.
-func addPhaseSpans(spans ptrace.SpanSlice, k int, tl request.Timeline) int {
-	if !tl.TTFTOK {
-		return 0
-	}
-	parent := spans.At(k)
-	arrival := int64(parent.StartTimestamp())
-	first := arrival + nanos(tl.TTFT)
-	added := 0
-	add := func(name string, phase byte, start, end int64) {
-		if start < 0 || end <= start {
-			return
-		}
-		// The parent may have moved when the slice grew; read it again.
-		parent := spans.At(k)
-		s := spans.AppendEmpty()
-		s.SetTraceID(parent.TraceID())
-		s.SetSpanID(phaseSpanID(parent.SpanID(), phase))
-		s.SetParentSpanID(parent.SpanID())
-		s.SetName(name)
-		s.SetKind(ptrace.SpanKindInternal)
-		s.SetStartTimestamp(pcommon.Timestamp(start))
-		s.SetEndTimestamp(pcommon.Timestamp(end))
-		s.Attributes().PutBool(names.AttrSynthetic, true)
-		added++
-	}
-	if tl.PrefillOK {
-		prefillStart := first - nanos(tl.Prefill)
-		if tl.QueueOK {
-			add(names.SpanPhaseQueue, 'q', prefillStart-nanos(tl.Queue), prefillStart)
-		}
-		add(names.SpanPhasePrefill, 'p', prefillStart, first)
-	}
-	if tl.DecodeOK {
-		add(names.SpanPhaseDecode, 'd', first, first+nanos(tl.Decode))
-	}
-	return added
-}
-
-func nanos(s float64) int64 {
-	if s > math.MaxInt64/1e9 {
-		return math.MaxInt64 / 2
-	}
-	return int64(math.Round(s * 1e9))
-}
-
-// phaseSpanID derives a phase span's id from its parent's, so running the
-// same span twice gives the same ids and golden files are stable.
-func phaseSpanID(parent pcommon.SpanID, phase byte) pcommon.SpanID {
-	// FNV-1a over the parent id then the phase byte, inline: hash/fnv's
-	// interface costs a call per Write.
-	const offset64, prime64 = 14695981039346656037, 1099511628211
-	v := uint64(offset64)
-	for _, c := range parent {
-		v = (v ^ uint64(c)) * prime64
-	}
-	v = (v ^ uint64(phase)) * prime64
-	if v == 0 {
-		v = 1
-	}
-	var id pcommon.SpanID
-	binary.BigEndian.PutUint64(id[:], v)
-	return id
 }
 
 // removeIndexes removes the spans at the given ascending indexes (the

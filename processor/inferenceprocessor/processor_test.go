@@ -1,17 +1,23 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package inferenceprocessor
 
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -20,6 +26,7 @@ import (
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // spansByName indexes every output span by name (last one wins).
@@ -77,14 +84,31 @@ func offset(s ptrace.Span, parent ptrace.Span) (float64, float64) {
 
 func run(t *testing.T, cfg *Config, batches ...string) (map[string]ptrace.Span, *componenttest.Telemetry) {
 	t.Helper()
+	out, tel := runFixtures(t, cfg, batches...)
+	return spansByName(out...), tel
+}
+
+// runFixtures runs fixture batches through the processor, shuts it down
+// and returns what came out.
+func runFixtures(t *testing.T, cfg *Config, batches ...string) ([]ptrace.Traces, *componenttest.Telemetry) {
+	t.Helper()
+	tds := make([]ptrace.Traces, len(batches))
+	for i, b := range batches {
+		tds[i] = readBatch(t, b)
+	}
+	return runBatches(t, cfg, tds...)
+}
+
+func runBatches(t *testing.T, cfg *Config, tds ...ptrace.Traces) ([]ptrace.Traces, *componenttest.Telemetry) {
+	t.Helper()
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
-	for _, b := range batches {
-		h.consume(t, readBatch(t, b))
+	for _, td := range tds {
+		h.consume(t, td)
 	}
 	require.NoError(t, h.tp.Shutdown(t.Context()))
-	return spansByName(h.sink.AllTraces()...), tel
+	return h.sink.AllTraces(), tel
 }
 
 func TestVLLMCanonical(t *testing.T) {
@@ -154,14 +178,31 @@ func TestModelResolution(t *testing.T) {
 
 func runTraces(t *testing.T, cfg *Config, tds ...ptrace.Traces) (map[string]ptrace.Span, *componenttest.Telemetry) {
 	t.Helper()
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	h := newHarness(t, cfg, metadatatest.NewSettings(tel))
+	out, tel := runBatches(t, cfg, tds...)
+	return spansByName(out...), tel
+}
+
+// spansByID indexes request spans by gen_ai.request.id (string or int).
+func spansByID(tds ...ptrace.Traces) map[string]ptrace.Span {
+	out := map[string]ptrace.Span{}
 	for _, td := range tds {
-		h.consume(t, td)
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, s := range ss.Spans().All() {
+					if v, ok := s.Attributes().Get(names.AttrRequestID); ok {
+						out[v.AsString()] = s
+					}
+				}
+			}
+		}
 	}
-	require.NoError(t, h.tp.Shutdown(t.Context()))
-	return spansByName(h.sink.AllTraces()...), tel
+	return out
+}
+
+func runByID(t *testing.T, cfg *Config, batches ...string) (map[string]ptrace.Span, *componenttest.Telemetry) {
+	t.Helper()
+	out, tel := runFixtures(t, cfg, batches...)
+	return spansByID(out...), tel
 }
 
 func TestEdgeCases(t *testing.T) {
@@ -172,18 +213,29 @@ func TestEdgeCases(t *testing.T) {
 		absent(t, s, names.AttrTimePerOutputTok, names.AttrAnomaly)
 		assert.NotContains(t, spans, "decode") // zero-length decode gets no span
 	})
-	t.Run("aborted request", func(t *testing.T) {
-		spans, _ := run(t, goldenConfig(), "vllm_aborted")
-		s := spans["llm_request"]
-		assert.Equal(t, "abort", str(t, s, names.AttrErrorType))
-		// No token came, so vLLM's 0 is not a time to first token.
-		absent(t, s, names.AttrTimeToFirstToken, names.AttrTimePerOutputTok)
-		assert.Equal(t, "queue", str(t, s, names.AttrBottleneck))
-		assert.NotContains(t, spans, "queue")
+	t.Run("aborted before the first token", func(t *testing.T) {
+		spans, tel := runByID(t, goldenConfig(), "vllm_aborted")
+		// vLLM's 0.0 first_token_ts makes TTFT 0, decode 0 and prefill and
+		// inference 0 − scheduled_ts; none of that is a measurement.
+		for _, id := range []string{"chatcmpl-waiting", "chatcmpl-prefill"} {
+			s := spans[id]
+			assert.Equal(t, "abort", str(t, s, names.AttrErrorType), id)
+			absent(t, s, names.AttrTimeToFirstToken, names.AttrTimeInPrefill, names.AttrTimeInDecode,
+				"gen_ai.latency.time_in_model_inference", names.AttrTimePerOutputTok, names.AttrBottleneck,
+				names.AttrTimeInOther, names.AttrAnomaly)
+		}
+		// Never scheduled: queue was 0 − queued_ts, so unknown too.
+		absent(t, spans["chatcmpl-waiting"], names.AttrTimeInQueue)
+		// Scheduled, then aborted in prefill: its queue is real.
+		s := spans["chatcmpl-prefill"]
+		assert.InDelta(t, 81241.900-81241.500, dbl(t, s, names.AttrTimeInQueue), 1e-9)
+		_, err := tel.GetMetric("otelcol_processor_inference_anomalies")
+		assert.Error(t, err, "placeholders are not anomalies")
 	})
-	t.Run("error status", func(t *testing.T) {
-		spans, _ := run(t, goldenConfig(), "vllm_error")
-		assert.Equal(t, "vllm.v1.engine.exceptions.EngineDeadError", str(t, spans["llm_request"], names.AttrErrorType))
+	t.Run("error status and error finish reason", func(t *testing.T) {
+		spans, _ := runByID(t, goldenConfig(), "vllm_error")
+		assert.Equal(t, "vllm.v1.engine.exceptions.EngineDeadError", str(t, spans["chatcmpl-dead"], names.AttrErrorType))
+		assert.Equal(t, "error", str(t, spans["cmpl-err"], names.AttrErrorType), "finish reason error, status unset")
 	})
 	t.Run("error status without exception event", func(t *testing.T) {
 		td := readBatch(t, "vllm_basic")
@@ -278,7 +330,9 @@ func TestPrivacyListWithClassifyKey(t *testing.T) {
 		removed  int64
 	}{
 		{"default list", nil, names.ProviderTensorRTLLM, 1},
-		{"list with a classify key", []string{kvTransfer}, names.ProviderVLLM, 2},
+		// Without the TensorRT-LLM marker the span is neither engine's:
+		// it passes with its content removed and nothing written.
+		{"list with a classify key", []string{kvTransfer}, "", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := goldenConfig()
@@ -290,7 +344,11 @@ func TestPrivacyListWithClassifyKey(t *testing.T) {
 			require.NoError(t, h.tp.Shutdown(t.Context()))
 			s := spansByName(h.sink.AllTraces()...)["llm_request"]
 			absent(t, s, "gen_ai.prompt")
-			assert.Equal(t, tc.provider, str(t, s, names.AttrProviderName))
+			if tc.provider == "" {
+				absent(t, s, names.AttrProviderName)
+			} else {
+				assert.Equal(t, tc.provider, str(t, s, names.AttrProviderName))
+			}
 			metadatatest.AssertEqualProcessorInferenceContentRemoved(t, tel, []metricdata.DataPoint[int64]{
 				{Value: tc.removed, Attributes: attribute.NewSet(attribute.String("kind", "attribute"))},
 			}, metricdatatest.IgnoreTimestamp())
@@ -299,24 +357,30 @@ func TestPrivacyListWithClassifyKey(t *testing.T) {
 }
 
 func TestSGLangJoin(t *testing.T) {
+	// From the fixtures: prefill_waiting ran 100.022 → 100.322 (perf
+	// seconds), SGLang's prefill 100.02 → 100.5 includes it, decode
+	// 100.5 → 103.0 over 200 tokens, e2e 3.0; decode_waiting (0.05 s, the
+	// unified gap after prefill) is not queue time.
+	const queue, prefill, decode, e2e = 100.322 - 100.022, 100.5 - 100.02, 103.0 - 100.5, 103.0 - 100.0
 	for _, order := range [][]string{{"sglang_root", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root"}} {
 		t.Run(order[0]+" first", func(t *testing.T) {
 			spans, tel := run(t, goldenConfig(), order...)
 			s := spans[" Req 1a2b3c4d"]
-			assert.InDelta(t, 0.30, dbl(t, s, names.AttrTimeInQueue), 1e-9)
-			// SGLang's 0.48 s prefill included the 0.30 s queue.
-			assert.InDelta(t, 0.18, dbl(t, s, names.AttrTimeInPrefill), 1e-9)
-			assert.InDelta(t, 2.45/199, dbl(t, s, names.AttrTimePerOutputTok), 1e-12)
-			assert.InDelta(t, 3.0-0.48-2.45, dbl(t, s, names.AttrTimeInOther), 1e-9)
+			assert.InDelta(t, queue, dbl(t, s, names.AttrTimeInQueue), 1e-9)
+			assert.InDelta(t, prefill-queue, dbl(t, s, names.AttrTimeInPrefill), 1e-9)
+			assert.InDelta(t, decode/199, dbl(t, s, names.AttrTimePerOutputTok), 1e-12)
+			assert.InDelta(t, e2e-prefill-decode, dbl(t, s, names.AttrTimeInOther), 1e-9)
+			assert.Equal(t, int64(512), integer(t, s, request.AttrCacheRead))
 			assert.Equal(t, "sglang", str(t, s, names.AttrProviderName))
 			assert.Equal(t, "meta-llama/Llama-3.1-8B-Instruct", str(t, s, names.AttrRequestModel)) // gen_ai.response.model
 			q := spans["queue"]
 			start, end := offset(q, s)
 			// The queue phase lands where SGLang's prefill_waiting stage was.
-			assert.InDelta(t, 0.02, start, 1e-9)
-			assert.InDelta(t, 0.32, end, 1e-9)
-			// Stage spans pass through untouched.
+			assert.InDelta(t, 0.022, start, 1e-6)
+			assert.InDelta(t, 0.322, end, 1e-6)
+			// Stage and thread spans pass through untouched.
 			assert.Equal(t, 0, spans["prefill_waiting"].Attributes().Len())
+			assert.Equal(t, 0, spans["decode_waiting"].Attributes().Len())
 			_, err := tel.GetMetric("otelcol_processor_inference_join_timeouts")
 			require.Error(t, err, "no request span timed out")
 		})
@@ -326,7 +390,7 @@ func TestSGLangJoin(t *testing.T) {
 		tel := componenttest.NewTelemetry()
 		t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 		h := newHarness(t, goldenConfig(), metadatatest.NewSettings(tel))
-		h.consume(t, readBatch(t, "sglang_root"))
+		h.consume(t, sglangRootOnly(t))
 		assert.Equal(t, 0, h.sink.SpanCount(), "the root is held for its stages")
 		metadatatest.AssertEqualProcessorInferenceJoinPending(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 
@@ -336,7 +400,7 @@ func TestSGLangJoin(t *testing.T) {
 		spans := spansByName(h.sink.AllTraces()...)
 		s := spans[" Req 1a2b3c4d"]
 		absent(t, s, names.AttrTimeInQueue, names.AttrBottleneck)
-		assert.InDelta(t, 0.48, dbl(t, s, names.AttrTimeInPrefill), 1e-9) // still includes the queue
+		assert.InDelta(t, 100.5-100.02, dbl(t, s, names.AttrTimeInPrefill), 1e-9) // still includes the queue
 		metadatatest.AssertEqualProcessorInferenceJoinTimeouts(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 		require.NoError(t, h.tp.Shutdown(t.Context()))
 		assert.Equal(t, 3, h.sink.SpanCount(), "root plus prefill and decode, once")
@@ -352,7 +416,7 @@ func TestSGLangJoin(t *testing.T) {
 
 	t.Run("shutdown releases held spans", func(t *testing.T) {
 		h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
-		h.consume(t, readBatch(t, "sglang_root"))
+		h.consume(t, sglangRootOnly(t))
 		require.Equal(t, 0, h.sink.SpanCount())
 		require.NoError(t, h.tp.Shutdown(t.Context()))
 		assert.Positive(t, h.sink.SpanCount())
@@ -390,17 +454,82 @@ func TestJoinMemoryCap(t *testing.T) {
 	assert.Equal(t, 3, roots, "every request span comes out exactly once")
 }
 
-func TestReleaseFailureCounted(t *testing.T) {
+// TestReleaseRefusedRetriedThenCounted: spans the join releases go on in a
+// batch of their own; a refusal is retried on the next ticks and, after the
+// third try, counted as refused and reported.
+func TestReleaseRefusedRetriedThenCounted(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	p, tp, err := newTraces(t.Context(), metadatatest.NewSettings(tel), goldenConfig(), consumertest.NewErr(errors.New("downstream full")))
+	next := &flakyConsumer{fail: 3}
+	p, tp, err := newTraces(t.Context(), metadatatest.NewSettings(tel), goldenConfig(), next)
 	require.NoError(t, err)
 	now := time.Unix(1767225600, 0)
 	p.now = func() time.Time { return now }
-	require.NoError(t, tp.ConsumeTraces(t.Context(), readBatch(t, "sglang_root")))
-	p.expire(t.Context(), now.Add(time.Minute))
-	metadatatest.AssertEqualProcessorInferenceReleaseFailures(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
+	p.expire(t.Context(), now.Add(time.Minute)) // released, refused (1st try)
+	p.expire(t.Context(), now.Add(time.Minute)) // 2nd try refused
+	const spans = 3                             // the root and its prefill and decode phase spans
+	metadatatest.AssertEqualProcessorInferenceReleaseRetries(t, tel, []metricdata.DataPoint[int64]{{Value: 2 * spans}}, metricdatatest.IgnoreTimestamp())
+	_, err = tel.GetMetric("otelcol_processor_inference_release_failures")
+	require.Error(t, err, "nothing given up yet")
+	p.expire(t.Context(), now.Add(time.Minute)) // 3rd try refused: given up
+	metadatatest.AssertEqualProcessorInferenceReleaseFailures(t, tel, []metricdata.DataPoint[int64]{{Value: spans}}, metricdatatest.IgnoreTimestamp())
 	require.NoError(t, tp.Shutdown(t.Context()))
+	assert.Equal(t, 0, next.sink.SpanCount())
+
+	// A consumer that recovers gets the spans on the retry.
+	next = &flakyConsumer{fail: 1}
+	p, tp, err = newTraces(t.Context(), metadatatest.NewSettings(tel), goldenConfig(), next)
+	require.NoError(t, err)
+	p.now = func() time.Time { return now }
+	require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
+	p.expire(t.Context(), now.Add(time.Minute))
+	p.expire(t.Context(), now.Add(time.Minute))
+	require.NoError(t, tp.Shutdown(t.Context()))
+	assert.Equal(t, 3, next.sink.SpanCount(), "root, prefill and decode, once")
+}
+
+// TestReleaseRefusedAtShutdown: what shutdown releases and the consumer
+// refuses is counted and the error returned.
+func TestReleaseRefusedAtShutdown(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	_, tp, err := newTraces(t.Context(), metadatatest.NewSettings(tel), goldenConfig(), consumertest.NewErr(errors.New("downstream full")))
+	require.NoError(t, err)
+	require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
+	require.ErrorContains(t, tp.Shutdown(t.Context()), "downstream full")
+	metadatatest.AssertEqualProcessorInferenceReleaseFailures(t, tel, []metricdata.DataPoint[int64]{{Value: 3}}, metricdatatest.IgnoreTimestamp())
+}
+
+// sglangRootOnly is the sglang_root batch with the root span alone, so
+// holding it leaves nothing else to pass on.
+func sglangRootOnly(tb testing.TB) ptrace.Traces {
+	td := readBatch(tb, "sglang_root")
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(s ptrace.Span) bool {
+		return s.Name() != " Req 1a2b3c4d"
+	})
+	return td
+}
+
+// flakyConsumer refuses its first fail batches.
+type flakyConsumer struct {
+	mu   sync.Mutex
+	fail int
+	sink consumertest.TracesSink
+}
+
+func (c *flakyConsumer) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+func (c *flakyConsumer) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail > 0 {
+		c.fail--
+		return errors.New("queue is full")
+	}
+	return c.sink.ConsumeTraces(ctx, td)
 }
 
 // TestLifecycleWithTicker runs the real background ticker: a held span comes
@@ -412,10 +541,39 @@ func TestLifecycleWithTicker(t *testing.T) {
 	tp, err := NewFactory().CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, sink)
 	require.NoError(t, err)
 	require.NoError(t, tp.Start(t.Context(), componenttest.NewNopHost()))
-	require.NoError(t, tp.ConsumeTraces(t.Context(), readBatch(t, "sglang_root")))
+	require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
 	require.Eventually(t, func() bool { return sink.SpanCount() == 3 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, tp.Shutdown(t.Context()))
 	require.NoError(t, tp.Shutdown(t.Context()), "shutdown is idempotent")
+}
+
+// TestTickerNeverSeesAHeldSpanHalfMoved holds bursts of SGLang roots while
+// the ticker expires them every millisecond: under -race, a held batch read
+// while hold still fills it is reported (seen under load before hold built
+// the batch under the join's lock), and every span must still arrive.
+func TestTickerNeverSeesAHeldSpanHalfMoved(t *testing.T) {
+	cfg := goldenConfig()
+	cfg.SGLangJoin.Wait = 4 * time.Millisecond // the ticker runs every 1 ms
+	start := func() (processor.Traces, *consumertest.TracesSink) {
+		sink := new(consumertest.TracesSink)
+		tp, err := NewFactory().CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+		require.NoError(t, err)
+		require.NoError(t, tp.Start(t.Context(), componenttest.NewNopHost()))
+		t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
+		return tp, sink
+	}
+	// What one root becomes (the root and its phase spans) once released.
+	one, oneSink := start()
+	require.NoError(t, one.ConsumeTraces(t.Context(), sglangRootOnly(t)))
+	require.Eventually(t, func() bool { return oneSink.SpanCount() > 0 }, 5*time.Second, time.Millisecond)
+	per := oneSink.SpanCount()
+
+	tp, sink := start()
+	const batches = 200
+	for range batches {
+		require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
+	}
+	require.Eventually(t, func() bool { return sink.SpanCount() == per*batches }, 10*time.Second, 50*time.Millisecond)
 }
 
 func TestShutdownWithoutStart(t *testing.T) {

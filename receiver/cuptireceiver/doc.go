@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cuptireceiver receives CUDA kernel activity from the inferprof CUPTI
 // injection library over a Unix socket, or from PyTorch profiler traces, and
 // emits per-kernel GPU time metrics.

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cuptireceiver
 
 import (
@@ -6,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,11 +67,10 @@ func TestKinetoFixturesThroughAggregation(t *testing.T) {
 				}
 			}
 
-			tr, err := kineto.ReadFile(path)
-			require.NoError(t, err)
 			mb := metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
 			agg := aggregate.New(kernelclass.Default, aggregate.DefaultLimits, 100000, mb, 0)
-			addTrace(agg, tr)
+			_, err = readTraceFile(agg, path, kineto.DefaultLimits)
+			require.NoError(t, err)
 			md := agg.Flush(pcommon.Timestamp(1))
 			got := map[k]float64{}
 			rm := md.ResourceMetrics().At(0)
@@ -96,4 +99,86 @@ func TestKinetoFixturesThroughAggregation(t *testing.T) {
 func deviceString(d int) string {
 	b, _ := json.Marshal(d)
 	return string(b)
+}
+
+// A real trace's busy time per device, read in small batches, is the union
+// of its kernel, copy and memset intervals as a direct computation over the
+// whole file finds it; its points span the trace's own range.
+func TestKinetoBusyTimeIsTheUnion(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("testdata", "kineto", "nccl_parser_config-nccl_data.json.gz")
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	var doc struct {
+		TraceEvents []struct {
+			Ph   string  `json:"ph"`
+			Cat  string  `json:"cat"`
+			Ts   float64 `json:"ts"`
+			Dur  float64 `json:"dur"`
+			Args struct {
+				Device *int `json:"device"`
+			} `json:"args"`
+		} `json:"traceEvents"`
+		Base uint64 `json:"baseTimeNanoseconds"`
+	}
+	require.NoError(t, json.NewDecoder(zr).Decode(&doc))
+	type iv struct{ lo, hi int64 }
+	perDev := map[string][]iv{}
+	lo, hi := int64(math.MaxInt64), int64(0)
+	for _, ev := range doc.TraceEvents {
+		if ev.Ph != "X" || (ev.Cat != "kernel" && ev.Cat != "gpu_memcpy" && ev.Cat != "gpu_memset") || ev.Args.Device == nil {
+			continue
+		}
+		s := int64(math.Round(ev.Ts * 1000))
+		e := s + int64(math.Round(ev.Dur*1000))
+		perDev[deviceString(*ev.Args.Device)] = append(perDev[deviceString(*ev.Args.Device)], iv{s, e})
+		lo, hi = min(lo, s), max(hi, e)
+	}
+	want := map[string]float64{}
+	for d, ivs := range perDev {
+		sort.Slice(ivs, func(i, j int) bool { return ivs[i].lo < ivs[j].lo })
+		var total, end int64
+		for _, x := range ivs {
+			switch {
+			case x.lo >= end:
+				total += x.hi - x.lo
+				end = x.hi
+			case x.hi > end:
+				total += x.hi - end
+				end = x.hi
+			}
+		}
+		want[d] = float64(total) / 1e9
+	}
+	require.NotEmpty(t, want)
+
+	mb := metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
+	agg := aggregate.New(kernelclass.Default, aggregate.DefaultLimits, 30, mb, 0)
+	_, err = readTraceFile(agg, path, kineto.Limits{Batch: 100, Intervals: 1 << 20, NameBytes: 1 << 20})
+	require.NoError(t, err)
+	md := agg.Flush(pcommon.Timestamp(1))
+	got := map[string]float64{}
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		if ms.At(i).Name() != names.MetricGPUBusyTime {
+			continue
+		}
+		dps := ms.At(i).Sum().DataPoints()
+		for j := 0; j < dps.Len(); j++ {
+			d, _ := dps.At(j).Attributes().Get(names.AttrDeviceID)
+			got[d.Str()] += dps.At(j).DoubleValue()
+			// The trace's own range, in Unix ns (the base time comes after the events).
+			// (Float µs in the direct computation: a nanosecond either way.)
+			assert.InDelta(t, 0, int64(dps.At(j).Timestamp())-int64(doc.Base+uint64(hi)), 1)
+			assert.InDelta(t, 0, int64(dps.At(j).StartTimestamp())-int64(doc.Base+uint64(lo)), 1)
+		}
+	}
+	require.Len(t, got, len(want))
+	for d, w := range want {
+		// Float µs rounded per event in the direct computation: 1 ns per interval at most.
+		assert.InDelta(t, w, got[d], float64(len(perDev[d]))*1e-9, d)
+	}
 }

@@ -435,33 +435,67 @@ func (r *cuptiReceiver) scanKineto(ctx context.Context) {
 }
 
 func (r *cuptiReceiver) readTrace(ctx context.Context, path string) {
-	t, err := kineto.ReadFile(path)
+	sum, err := readTraceFile(r.agg, path, kineto.DefaultLimits)
 	if err != nil {
 		r.tb.ReceiverCuptiBadTraceFiles.Add(ctx, 1)
+		if sum.Records > 0 {
+			// Only a file past one batch (kineto.Limits.Batch GPU events)
+			// can fail after records left; smaller files count whole or not.
+			r.badLog.Warn("kineto trace cut short: records before the error were counted",
+				zap.String("file", path), zap.Uint64("records", sum.Records), zap.Error(err))
+			return
+		}
 		r.badLog.Warn("kineto trace skipped: not a valid trace", zap.String("file", path), zap.Error(err))
 		return
 	}
 	r.tb.ReceiverCuptiTraceFiles.Add(ctx, 1)
-	addTrace(r.agg, t)
+	if sum.BusyOverstated > 0 || sum.Overflow > 0 {
+		r.set.Logger.Info("kineto trace past the reader's limits",
+			zap.String("file", path), zap.Duration("busy_time_overstated", time.Duration(sum.BusyOverstated)),
+			zap.Uint64("kernels_as_other", sum.Overflow))
+	}
 }
 
-// addTrace feeds a decoded Kineto trace into the aggregator in batches, so
-// the lock is never held for a whole file.
-func addTrace(agg *aggregate.Aggregator, t *kineto.Trace) {
+// traceSink feeds a Kineto trace into the aggregator as it is read, in
+// batches, so neither the lock nor the records of a whole file are held.
+type traceSink struct {
+	agg     *aggregate.Aggregator
+	src     uint32
+	kernels []uint32 // name id → series; 0 (overflow) for id 0
+	cache   *aggregate.Cache
+}
+
+func (t *traceSink) Kernel(id uint32, name []byte) {
+	if int(id) >= len(t.kernels) {
+		t.kernels = append(t.kernels, make([]uint32, int(id)+1-len(t.kernels))...)
+	}
+	t.kernels[id] = t.agg.Kernel(name)
+}
+
+func (t *traceSink) Records(recs []cuptiwire.Record, absolute bool) {
+	const batch = 4096
+	for i := 0; i < len(recs); i += batch {
+		t.agg.AddTrace(t.src, recs[i:min(i+batch, len(recs))], t.kernels, t.cache, absolute)
+	}
+}
+
+// readTraceFile reads one trace file into the aggregator, then adds its
+// time range and per-device busy time.
+func readTraceFile(agg *aggregate.Aggregator, path string, lim kineto.Limits) (kineto.Summary, error) {
 	src, ok := agg.Source(aggregate.Source{Kind: aggregate.SourceKindKineto})
 	if !ok {
-		return
+		return kineto.Summary{}, errSourcesFull
 	}
 	defer agg.Release(src)
-	kernels := make([]uint32, len(t.Names)+1)
-	for i, n := range t.Names {
-		kernels[i+1] = agg.Kernel([]byte(n))
+	sink := &traceSink{agg: agg, src: src, kernels: []uint32{0}, cache: aggregate.NewCache()}
+	sum, err := kineto.ReadFile(path, sink, lim)
+	if sum.Records > 0 {
+		agg.AddTraceRange(src, sum.Lo, sum.Hi)
 	}
-	const batch = 4096
-	c := aggregate.NewCache()
-	for i := 0; i < len(t.Records); i += batch {
-		agg.Add(src, t.Records[i:min(i+batch, len(t.Records))], kernels, c)
+	for _, b := range sum.Busy {
+		agg.AddBusy(src, b.Device, b.NS)
 	}
+	return sum, err
 }
 
 // Shutdown stops accepting, closes every connection, waits for the loops

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nvmlreceiver // import "github.com/inferprof/inferprof/receiver/nvmlreceiver"
 
 import (

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build cgo
 
 package nvmlreceiver // import "github.com/inferprof/inferprof/receiver/nvmlreceiver"
@@ -32,6 +35,10 @@ const maxEventsPerPoll = 256
 
 // maxXIDCodes bounds the per-device XID counter map (NVIDIA's catalogue has under 200 codes).
 const maxXIDCodes = 256
+
+// maxProcesses bounds the processes tracked per device and scrape (and so
+// the pid-keyed resource cache); NVML lists a few dozen at most in practice.
+const maxProcesses = 4096
 
 // criticalEvents are the NVML event types registered; each is masked with what the device supports.
 const criticalEvents = nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError |
@@ -637,14 +644,24 @@ func (s *nvmlSource) recordProcesses(ctx context.Context, d *device, ts pcommon.
 		sm, memUtil, enc, dec uint32
 	}
 	procs := map[uint32]*proc{}
+	var dropped int64
 	get := func(pid uint32) *proc {
 		p := procs[pid]
 		if p == nil {
+			if len(procs) >= maxProcesses {
+				dropped++
+				return &proc{} // recorded nowhere
+			}
 			p = &proc{}
 			procs[pid] = p
 		}
 		return p
 	}
+	defer func() {
+		if dropped > 0 {
+			s.tb.ReceiverNvmlProcessesDropped.Add(ctx, dropped)
+		}
+	}()
 	if d.supports(fieldProcesses) {
 		if infos, ret := d.handle.GetComputeRunningProcesses(); s.ok(ctx, d, fieldProcesses, ret) {
 			for _, pi := range infos {
@@ -738,6 +755,8 @@ func (s *nvmlSource) pollEvents(ctx context.Context) {
 		if ev.EventType == nvml.EventTypeXidCriticalError {
 			if _, seen := d.xid[ev.EventData]; seen || len(d.xid) < maxXIDCodes {
 				d.xid[ev.EventData]++
+			} else {
+				s.tb.ReceiverNvmlXidCodesDropped.Add(ctx, 1)
 			}
 		}
 		if !s.logs {

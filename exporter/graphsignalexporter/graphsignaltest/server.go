@@ -1,6 +1,10 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package graphsignaltest is a fake Graphsignal ingest service for tests: a
-// real HTTP server on loopback that checks the headers, gunzips and decodes
-// each upload with the exporter's own schemas, and answers as told.
+// real HTTP server on loopback that checks the headers, gunzips each
+// upload, decodes v1 uploads with a schema compiled from Graphsignal's field
+// numbers (schema.go) and v0 ones with the exporter's, and answers as told.
 package graphsignaltest // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"
 
 import (
@@ -172,14 +176,13 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	u := &Upload{Path: r.URL.Path, APIKey: r.Header.Get("X-API-Key"), Body: body}
 	if u.Path == "/api/v1/ingest" {
-		u.V1 = &signalsv1.UploadRequest{}
-		err = proto.Unmarshal(body, u.V1)
+		u.V1, err = CheckV1(body)
 	} else {
 		u.V0 = &signalsv0.UploadRequest{}
 		err = proto.Unmarshal(body, u.V0)
 	}
 	if err != nil {
-		s.reject(w, "protobuf: "+err.Error())
+		s.reject(w, "schema: "+err.Error())
 		return
 	}
 	s.mu.Lock()

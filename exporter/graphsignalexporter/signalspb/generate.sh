@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Regenerates v0/graphsignal_v0.pb.go and v1/graphsignal_v1.pb.go from the .proto files.
 # protoc-gen-go is the version pinned as a Go tool in go.mod; protoc comes from
 # the system (Debian: apt-get install -y protobuf-compiler, 3.21.12 made the

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Loads the inferprof engine step hook at interpreter start.
 
 inferprof-run puts this folder on PYTHONPATH. The folder stays there on

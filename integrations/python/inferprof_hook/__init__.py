@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """inferprof engine step hook: one record per vLLM or SGLang scheduler step.
 
 Enable it with `import inferprof_hook; inferprof_hook.install()`, or let

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Process-wide hook state: configuration, the shared sender, one-time warnings."""
 
 import logging

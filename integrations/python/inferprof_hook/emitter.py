@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Per-engine-instance step emitter: numbers one step after another and writes
 it to the engine's shared-memory ring, or sends it as a datagram when there
 is no ring (see ring.py)."""

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Non-blocking Unix datagram sender: drops and counts, never raises, never waits."""
 
 import array

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """SGLang: wraps Scheduler.run_batch, process_batch_result and update_running_batch.
 
 One step is one batch. Its make-up is captured when run_batch launches it:

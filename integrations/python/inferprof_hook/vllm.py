@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """vLLM v1: one step per scheduler.update_from_output(scheduler_output, ...).
 
 With async scheduling (the default) EngineCore.step_with_batch_queue

@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Encoder for the engine step record, wire format version 3.
 
 The layout is specified in docs/step-wire.md; internal/stepwire decodes it in

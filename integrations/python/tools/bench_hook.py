@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Measures what the engine step hook adds to one engine step, with timeit.
 
   python3 integrations/python/tools/bench_hook.py [--repeat 2000]

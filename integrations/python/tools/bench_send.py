@@ -1,3 +1,6 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Measures what one step datagram's send costs the engine, by how the
 receiver reads its socket.
 

@@ -1,7 +1,21 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* bench_client measures the C side's cost per record: encode plus a
  * non-blocking socket write, with a reader thread draining the other end
- * as the collector would. It prints ns/record for a few batch mixes. */
+ * as the collector would. It prints ns/record in Go benchmark format.
+ *
+ * With --connect it is instead the engine end of the end-to-end benchmark
+ * (e2e/cupti_bench_test.go): it streams to a running collector's cupti
+ * receiver at --rate records/s for --seconds, in bursts of --burst records
+ * (a CUPTI buffer's worth is handed over at once), through the same
+ * non-blocking ipc_client the injection library uses, and prints what it
+ * sent and what it had to drop. --sndbuf-kb and --backlog-kb 0 give the
+ * transport as it was before the backlog: system socket buffer, drop a
+ * batch whenever the socket is full. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +46,81 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static const char *kernel_name(int i) {
+  static char store[64][80];
+  static int ready;
+  if (!ready) {
+    for (int k = 0; k < 64; k++)
+      snprintf(store[k], sizeof(store[k]), "void vllm::kernel_family_%d<c10::BFloat16, %d>(c10::BFloat16*, int)", k, k);
+    ready = 1;
+  }
+  return store[i & 63];
+}
+
+static void sleep_until(double t) {
+  struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+/* stream is the --connect mode. */
+static int stream(const char *path, double rate, double seconds, long burst, int sndbuf_kb, long backlog_kb) {
+  ipc_client c;
+  if (ipc_client_init(&c, path, (uint32_t)getpid(), "bench", 0, NULL)) return 1;
+  c.sndbuf = sndbuf_kb * 1024;
+  if (backlog_kb >= 0) c.backlog = (size_t)backlog_kb * 1024;
+  double t0 = now_s();
+  while (!ipc_client_connected(&c)) {
+    if (now_s() - t0 > 10) {
+      fprintf(stderr, "bench_client: no collector at %s\n", path);
+      return 1;
+    }
+    ipc_client_flush(&c);
+    sleep_until(now_s() + 0.01);
+  }
+  long total = (long)(rate * seconds), sent = 0;
+  uint64_t t = 1700000000000000000ull;
+  double start = now_s();
+  for (long k = 0; sent < total; k++) {
+    sleep_until(start + (double)(k * burst) / rate);
+    long n = burst < total - sent ? burst : total - sent;
+    for (long i = 0; i < n; i++, t += 4000) {
+      ipc_record r = {.kind = IPC_KIND_KERNEL, .device = (uint16_t)(i & 1), .stream = 7, .start = t, .end = t + 3000,
+                      .name = kernel_name((int)i), .correlation = (uint32_t)(sent + i)};
+      ipc_client_add(&c, &r);
+    }
+    ipc_client_flush(&c);
+    sent += n;
+  }
+  /* The last bytes: wait (bounded) until the socket took them. */
+  double deadline = now_s() + 10;
+  while (ipc_client_connected(&c) && c.pending_off < c.pending_len && now_s() < deadline) {
+    struct pollfd p = {.fd = c.fd, .events = POLLOUT};
+    if (poll(&p, 1, 10) > 0) ipc_client_flush(&c);
+  }
+  double dt = now_s() - start;
+  printf("sent=%ld dropped=%llu seconds=%.3f\n", sent, (unsigned long long)c.stats.dropped_records, dt);
+  ipc_client_close(&c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--connect") == 0) {
+    const char *path = argc > 2 ? argv[2] : "";
+    double rate = 1e6, seconds = 3;
+    long burst = 8192;
+    int sndbuf = 4096;
+    long backlog = -1; /* the library's */
+    for (int i = 3; i + 1 < argc; i += 2) {
+      if (strcmp(argv[i], "--rate") == 0) rate = atof(argv[i + 1]);
+      else if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
+      else if (strcmp(argv[i], "--burst") == 0) burst = atol(argv[i + 1]);
+      else if (strcmp(argv[i], "--sndbuf-kb") == 0) sndbuf = atoi(argv[i + 1]);
+      else if (strcmp(argv[i], "--backlog-kb") == 0) backlog = atol(argv[i + 1]);
+    }
+    if (rate <= 0 || seconds <= 0 || burst <= 0) return 2;
+    return stream(path, rate, seconds, burst, sndbuf, backlog);
+  }
   long n = argc > 1 ? atol(argv[1]) : 20000000;
   char dir[] = "/tmp/ipcbench.XXXXXX";
   if (!mkdtemp(dir)) return 1;

@@ -9,8 +9,9 @@ injection library loaded, reads the library's stream on a socket of its own
 counts and cudaEvent timing. Run once per graph mode:
   node:  eager + graph-node kernels arrive one by one, with graph ids;
   graph: eager kernels one by one, each graph replay as one graph record.
-overhead: times a decode-like loop of small kernels; run it with and without
-CUDA_INJECTION64_PATH and compare.
+overhead: times a decode-like loop of small kernels (64 per step, then a
+synchronize); overhead-compare runs it without and with the library,
+alternating, and prints the overhead in % of step time.
 Needs a GPU and PyTorch; nothing here runs in make test."""
 import os
 import socket
@@ -117,20 +118,49 @@ def check(lib, mode):
     return ok
 
 
-def overhead(iters=20000):
+def overhead(steps=2000, kernels_per_step=64):
+    """One decode-like step is kernels_per_step small elementwise kernels
+    (about 2-5 us each on a recent GPU) and a synchronize, as a decode step
+    of a small model launches; prints the mean step time."""
     import torch
 
-    x = torch.ones(1024, device="cuda")
-    for _ in range(1000):
-        x.add_(1)
-    torch.cuda.synchronize()
+    x = torch.ones(4096, device="cuda")
+    y = torch.ones(4096, device="cuda")
+
+    def step():
+        for i in range(kernels_per_step // 2):
+            x.add_(y)
+            y.mul_(0.999)
+        torch.cuda.synchronize()
+
+    for _ in range(100):
+        step()
     t0 = time.perf_counter()
-    for _ in range(iters):
-        x.add_(1)
-    torch.cuda.synchronize()
+    for _ in range(steps):
+        step()
     dt = time.perf_counter() - t0
     injected = "yes" if os.environ.get("CUDA_INJECTION64_PATH") else "no"
-    print("injected=%s us_per_launch=%.3f" % (injected, dt / iters * 1e6))
+    print("injected=%s step_us=%.2f us_per_launch=%.3f" % (injected, dt / steps * 1e6, dt / steps / kernels_per_step * 1e6))
+    return dt / steps
+
+
+def overhead_compare(lib, rounds=5):
+    """Runs the step loop without and with the library, alternating, in
+    fresh processes, and prints the overhead in % of step time (median)."""
+    base, with_lib = [], []
+    for _ in range(rounds):
+        for env, out in ((None, base), (lib, with_lib)):
+            e = dict(os.environ)
+            e.pop("CUDA_INJECTION64_PATH", None)
+            if env:
+                e["CUDA_INJECTION64_PATH"] = env
+                e.setdefault("INFERPROF_CUPTI_ENDPOINT", "/tmp/inferprof/gpu-overhead.sock")
+            r = subprocess.run([sys.executable, __file__, "overhead"], env=e, capture_output=True, text=True, check=True)
+            line = r.stdout.strip().splitlines()[-1]
+            print(line)
+            out.append(float(line.split("step_us=")[1].split()[0]))
+    b, w = sorted(base)[len(base) // 2], sorted(with_lib)[len(with_lib) // 2]
+    print("step_us without=%.2f with=%.2f overhead=%.2f%% (target < 1%%)" % (b, w, (w - b) / b * 100))
 
 
 if __name__ == "__main__":
@@ -141,3 +171,5 @@ if __name__ == "__main__":
         sys.exit(0 if ok else 1)
     elif sys.argv[1] == "overhead":
         overhead()
+    elif sys.argv[1] == "overhead-compare":
+        overhead_compare(sys.argv[2])

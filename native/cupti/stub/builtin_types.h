@@ -1,0 +1,2 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /*
  * Minimal stand-in for the CUDA driver API header, enough for Debian's
  * CUPTI headers (libcupti-dev, CUDA 11.8) to compile where the 2.8 GB

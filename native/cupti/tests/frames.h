@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 /* A minimal checking reader of the wire format for the C tests: it walks a
  * byte stream frame by frame and fails on anything docs/cupti-wire.md
  * forbids. The Go decoder (internal/cuptiwire) is the real one. */

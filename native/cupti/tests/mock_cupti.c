@@ -19,10 +19,26 @@
  *    second profiler (mock_other_profiler_*) replaces the callbacks and, at
  *    its end, disables the kinds, as torch.profiler does;
  *  - launches call the subscriber's callback at API entry with a correlation
- *    id, which the launched kernel's record carries.
+ *    id, which the launched kernel's record carries;
+ *  - from API version 130300 (CUDA 13.3) the subscriber-scoped v2 calls of
+ *    multi-subscriber mode exist, with the rules of the CUPTI guide, section
+ *    2.4 "Multiple Subscribers" (cupti_v2.h cites it): each v2 subscriber has
+ *    its own buffer callbacks, buffers and enabled kinds, and gets every
+ *    record of a kind it enabled; the first cuptiSubscribe_v2 decides
+ *    allowMultipleSubscribers for all; a v1 call while a v2 subscriber
+ *    exists (or the reverse) fails with
+ *    CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED. The guide's table of
+ *    which v1 call maps to which v2 call did not survive in the stored copy
+ *    we read, so the mock refuses every v1 activity call that has a v2 twin
+ *    (register, enable, disable, next record, dropped count, timestamp) and
+ *    allows cuptiActivityFlushAll and cuptiEnableCallback, which the guide
+ *    says have none: stricter than CUPTI at worst.
  * Environment: MOCK_CUPTI_VERSION (default 24, CUDA 12.6), MOCK_CUPTI_KERNEL_SIZE
  * (208 or 216), MOCK_CUPTI_BUSY=1 (another subscriber holds CUPTI),
- * MOCK_CUPTI_FAIL_ENABLE=<activity kind> (that enable fails).
+ * MOCK_CUPTI_FAIL_ENABLE=<activity kind> (that enable fails),
+ * MOCK_CUPTI_V2_FAIL=<CUptiResult> (cuptiSubscribe_v2 fails with it, as a
+ * driver without multi-subscriber support would), MOCK_CUPTI_HELD_BY=<name>
+ * (a tool subscribed with the v2 API in single-subscriber mode first).
  * Every entry point called from a process other than the one that subscribed
  * (a forked child) ends that process with status 97. */
 #define _GNU_SOURCE
@@ -31,29 +47,50 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_version.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../cupti_v2.h"
 #include "../layouts.h"
 
 #define MAX_DONE 64
+#define MAX_SUBS 4 /* subscriber handles; activity state 0 is v1's global one */
 
-static CUpti_BuffersCallbackRequestFunc requested;
-static CUpti_BuffersCallbackCompleteFunc completed;
-static CUpti_CallbackFunc subscriber_cb;
+/* An activity state: buffer callbacks, the buffer being filled, completed
+ * buffers and enabled kinds. v1 has one for the whole process (which is why
+ * a second profiler's cuptiActivityRegisterCallbacks replaces ours); each v2
+ * subscriber has its own. */
+typedef struct {
+  CUpti_BuffersCallbackRequestFunc req;
+  CUpti_BuffersCallbackCompleteFunc comp;
+  ip_request_v2 req2;
+  ip_complete_v2 comp2;
+  uint8_t *cur;
+  size_t cur_size, cur_valid;
+  struct {
+    uint8_t *b;
+    size_t size, valid;
+  } done[MAX_DONE];
+  int ndone;
+  int enabled[128];
+  size_t dropped_no_buffer, dropped_reported;
+} activity;
+
+typedef struct {
+  int used, v2;
+  CUpti_CallbackFunc cb;
+} subscription;
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t *cur;
-static size_t cur_size, cur_valid;
-static struct {
-  uint8_t *b;
-  size_t size, valid;
-} done[MAX_DONE];
-static int ndone;
-static int enabled[128];
-static int subscribed, unsubscribed, flushes, forced_flushes, callbacks_enabled;
-static size_t dropped_no_buffer, dropped_reported;
+static activity act[MAX_SUBS]; /* act[0]: v1; act[i]: v2 subscriber i */
+static subscription subs[MAX_SUBS];
+static int ours = -1; /* the first subscriber: the library under test */
+static int n_v1, n_v2;
+static int multi_state = 2; /* CUPTI_ACTIVITY_ATTR_MULTIPLE_SUBSCRIBER_STATE: 2 = not decided yet */
+static int unsubscribed, flushes, forced_flushes, callbacks_enabled;
 static pid_t owner;
 static int other_active;
 
@@ -87,6 +124,16 @@ static size_t record_size(uint32_t kind) {
   return 0;
 }
 
+/* The activity state a subscriber's records go to. */
+static activity *act_of(int sub) { return sub >= 0 && subs[sub].v2 ? &act[sub] : &act[0]; }
+static int sub_of(CUpti_SubscriberHandle h) {
+  int i = (int)((subscription *)h - subs);
+  return h && i >= 0 && i < MAX_SUBS && subs[i].used ? i : -1;
+}
+/* v1 activity calls fail while a v2 subscriber exists (CUPTI guide 2.4.3). */
+static int v1_refused(void) { return n_v2 > 0; }
+static int v2_present(void) { return version() >= CUPTI_MULTI_SUB_MIN_VERSION; }
+
 CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
   *s = r == CUPTI_SUCCESS ? "CUPTI_SUCCESS" : "CUPTI_ERROR (mock)";
   return CUPTI_SUCCESS;
@@ -98,35 +145,92 @@ CUptiResult cuptiGetVersion(uint32_t *v) {
   return CUPTI_SUCCESS;
 }
 
+static int take_sub(int v2, CUpti_CallbackFunc cb) {
+  for (int i = 1; i < MAX_SUBS; i++)
+    if (!subs[i].used) {
+      subs[i] = (subscription){.used = 1, .v2 = v2, .cb = cb};
+      if (v2) memset(&act[i], 0, sizeof(act[i]));
+      if (ours < 0) ours = i;
+      return i;
+    }
+  return -1;
+}
+
 CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *ud) {
   (void)ud;
   const char *busy = getenv("MOCK_CUPTI_BUSY");
-  if (busy && strcmp(busy, "1") == 0) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  if ((busy && strcmp(busy, "1") == 0) || n_v1 > 0 || n_v2 > 0 || getenv("MOCK_CUPTI_HELD_BY"))
+    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   owner = getpid();
-  subscribed = 1;
-  subscriber_cb = cb;
-  *s = (CUpti_SubscriberHandle)&subscribed;
+  int i = take_sub(0, cb);
+  if (i < 0) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  n_v1++;
+  *s = (CUpti_SubscriberHandle)&subs[i];
+  return CUPTI_SUCCESS;
+}
+
+/* cuptiSubscribe_v2 follows the CUPTI guide, 2.4.2: the first subscriber
+ * sets allowMultipleSubscribers for everyone after it. */
+CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *ud, ip_subscriber_params *p) {
+  (void)ud;
+  if (!v2_present()) return CUPTI_ERROR_NOT_SUPPORTED;
+  if (p && p->structSize < IP_SUBSCRIBER_PARAMS_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  const char *fail = getenv("MOCK_CUPTI_V2_FAIL");
+  if (fail && *fail) return (CUptiResult)strtol(fail, NULL, 10);
+  const char *held = getenv("MOCK_CUPTI_HELD_BY");
+  uint8_t allow = p ? p->allowMultipleSubscribers : 0;
+  if (held || n_v1 > 0 || (n_v2 > 0 && (multi_state != 1 || allow != 1))) {
+    if (p && p->oldSubscriberName && p->oldSubscriberSize > 0)
+      snprintf(p->oldSubscriberName, p->oldSubscriberSize, "CUPTI for %s", held ? held : "a v1 tool");
+    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  }
+  owner = getpid();
+  int i = take_sub(1, cb);
+  if (i < 0) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  if (multi_state == 2) multi_state = allow;
+  n_v2++;
+  *s = (CUpti_SubscriberHandle)&subs[i];
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s) {
   guard();
-  (void)s;
-  unsubscribed = 1;
+  int i = sub_of(s);
+  if (i < 0) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (subs[i].v2) {
+    n_v2--;
+    pthread_mutex_lock(&mu);
+    memset(act[i].enabled, 0, sizeof(act[i].enabled));
+    pthread_mutex_unlock(&mu);
+  } else {
+    n_v1--;
+  }
+  subs[i].used = 0;
+  if (i == ours) unsubscribed = 1;
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiEnableCallback(uint32_t en, CUpti_SubscriberHandle s, CUpti_CallbackDomain d, CUpti_CallbackId id) {
   guard();
-  (void)s;
   (void)d;
   (void)id;
+  if (sub_of(s) < 0) return CUPTI_ERROR_INVALID_PARAMETER;
   if (en) callbacks_enabled++;
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiGetTimestamp(uint64_t *ts) {
   guard();
+  if (v1_refused()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  *ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetTimestamp_v2(CUpti_SubscriberHandle s, uint64_t *ts) {
+  guard();
+  if (!v2_present() || sub_of(s) < 0 || !subs[sub_of(s)].v2) return CUPTI_ERROR_INVALID_PARAMETER;
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   *ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
@@ -135,46 +239,94 @@ CUptiResult cuptiGetTimestamp(uint64_t *ts) {
 
 CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc r, CUpti_BuffersCallbackCompleteFunc c) {
   guard();
+  if (v1_refused()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   pthread_mutex_lock(&mu);
-  requested = r;
-  completed = c;
+  act[0].req = r;
+  act[0].comp = c;
+  pthread_mutex_unlock(&mu);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle s, ip_request_v2 r, ip_complete_v2 c) {
+  guard();
+  int i = sub_of(s);
+  if (!v2_present() || i < 0 || !subs[i].v2) return CUPTI_ERROR_INVALID_PARAMETER;
+  pthread_mutex_lock(&mu);
+  act[i].req2 = r;
+  act[i].comp2 = c;
+  pthread_mutex_unlock(&mu);
+  return CUPTI_SUCCESS;
+}
+
+static CUptiResult set_enabled(activity *a, CUpti_ActivityKind k, int on) {
+  const char *f = getenv("MOCK_CUPTI_FAIL_ENABLE");
+  if (on && f && *f && (int)strtol(f, NULL, 10) == (int)k) return CUPTI_ERROR_NOT_COMPATIBLE;
+  pthread_mutex_lock(&mu);
+  a->enabled[k] = on;
   pthread_mutex_unlock(&mu);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
   guard();
-  const char *f = getenv("MOCK_CUPTI_FAIL_ENABLE");
-  if (f && *f && (int)strtol(f, NULL, 10) == (int)k) return CUPTI_ERROR_NOT_COMPATIBLE;
-  enabled[k] = 1;
-  return CUPTI_SUCCESS;
+  if (v1_refused()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  return set_enabled(&act[0], k, 1);
 }
 
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
   guard();
-  enabled[k] = 0;
-  return CUPTI_SUCCESS;
+  if (v1_refused()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  return set_enabled(&act[0], k, 0);
+}
+
+CUptiResult cuptiActivityEnable_v2(CUpti_SubscriberHandle s, CUpti_ActivityKind k, void *config) {
+  guard();
+  (void)config;
+  int i = sub_of(s);
+  if (!v2_present() || i < 0 || !subs[i].v2) return CUPTI_ERROR_INVALID_PARAMETER;
+  return set_enabled(&act[i], k, 1);
+}
+
+CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle s, CUpti_ActivityKind k, void *config) {
+  guard();
+  (void)config;
+  int i = sub_of(s);
+  if (!v2_present() || i < 0 || !subs[i].v2) return CUPTI_ERROR_INVALID_PARAMETER;
+  return set_enabled(&act[i], k, 0);
+}
+
+/* move_current puts a's current buffer, if it holds records, on its done list. */
+static void move_current(activity *a) {
+  if (a->cur && a->cur_valid > 0 && a->ndone < MAX_DONE) {
+    a->done[a->ndone].b = a->cur;
+    a->done[a->ndone].size = a->cur_size;
+    a->done[a->ndone].valid = a->cur_valid;
+    a->ndone++;
+    a->cur = NULL;
+    a->cur_size = a->cur_valid = 0;
+  }
 }
 
 /* deliver hands every finished buffer, and the current one if it holds
- * records, to whoever is registered now. */
+ * records, of every activity state to whoever is registered there now. */
 static void deliver(void) {
-  pthread_mutex_lock(&mu);
-  if (cur && cur_valid > 0 && ndone < MAX_DONE) {
-    done[ndone].b = cur;
-    done[ndone].size = cur_size;
-    done[ndone].valid = cur_valid;
-    ndone++;
-    cur = NULL;
-    cur_size = cur_valid = 0;
+  for (int s = 0; s < MAX_SUBS; s++) {
+    activity *a = &act[s];
+    pthread_mutex_lock(&mu);
+    move_current(a);
+    int n = a->ndone;
+    typeof(a->done) batch;
+    memcpy(batch, a->done, sizeof(batch));
+    a->ndone = 0;
+    CUpti_BuffersCallbackCompleteFunc c = a->comp;
+    ip_complete_v2 c2 = a->comp2;
+    int v2 = s > 0;
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < n; i++) {
+      if (v2) c2(batch[i].b, batch[i].size, batch[i].valid, NULL);
+      else c(NULL, 0, batch[i].b, batch[i].size, batch[i].valid);
+    }
   }
-  int n = ndone;
-  typeof(done) batch;
-  memcpy(batch, done, sizeof(done));
-  ndone = 0;
-  CUpti_BuffersCallbackCompleteFunc c = completed;
-  pthread_mutex_unlock(&mu);
-  for (int i = 0; i < n; i++) c(NULL, 0, batch[i].b, batch[i].size, batch[i].valid);
 }
 
 CUptiResult cuptiActivityFlushAll(uint32_t flag) {
@@ -185,8 +337,7 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **rec) {
-  guard();
+static CUptiResult next_record(uint8_t *buffer, size_t valid, CUpti_Activity **rec) {
   uint8_t *next = buffer;
   if (*rec != NULL) next = (uint8_t *)*rec + record_size((*rec)->kind);
   if (next >= buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
@@ -196,18 +347,50 @@ CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Acti
   return CUPTI_SUCCESS;
 }
 
+CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **rec) {
+  guard();
+  if (v1_refused()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  return next_record(buffer, valid, rec);
+}
+
+CUptiResult cuptiActivityGetNextRecord_v2(CUpti_SubscriberHandle s, uint8_t *buffer, size_t valid,
+                                          CUpti_Activity **rec) {
+  guard();
+  if (!v2_present() || sub_of(s) < 0) return CUPTI_ERROR_INVALID_PARAMETER;
+  return next_record(buffer, valid, rec);
+}
+
+static size_t take_dropped(activity *a) {
+  pthread_mutex_lock(&mu);
+  size_t d = a->dropped_no_buffer - a->dropped_reported;
+  a->dropped_reported = a->dropped_no_buffer;
+  pthread_mutex_unlock(&mu);
+  return d;
+}
+
 CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *dropped) {
   guard();
   (void)ctx;
   (void)stream;
-  pthread_mutex_lock(&mu);
-  *dropped = dropped_no_buffer - dropped_reported;
-  dropped_reported = dropped_no_buffer;
-  pthread_mutex_unlock(&mu);
+  if (v1_refused()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  *dropped = take_dropped(&act[0]);
   return CUPTI_SUCCESS;
 }
 
-/* ---- the other profiler: torch.profiler through Kineto ---- */
+CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle s, CUcontext ctx, uint32_t stream,
+                                                 size_t *dropped) {
+  guard();
+  (void)ctx;
+  (void)stream;
+  int i = sub_of(s);
+  if (!v2_present() || i < 0 || !subs[i].v2) return CUPTI_ERROR_INVALID_PARAMETER;
+  *dropped = take_dropped(&act[i]);
+  return CUPTI_SUCCESS;
+}
+
+/* ---- the other profiler: torch.profiler through Kineto (v1 API, as
+ * pytorch/kineto libkineto/src/CuptiActivityApi.cpp still is at 114171d),
+ * or a tool on the v2 API in multi-subscriber mode ---- */
 
 static void CUPTIAPI other_request(uint8_t **b, size_t *size, size_t *max) {
   *b = aligned_alloc(8, 1 << 20);
@@ -222,133 +405,183 @@ static void CUPTIAPI other_complete(CUcontext c, uint32_t s, uint8_t *b, size_t 
   free(b);
 }
 
-void mock_other_profiler_start(void) {
+/* mock_other_profiler_start is torch.profiler starting: Kineto registers its
+ * v1 callbacks and enables kernel activity. It returns what CUPTI said. */
+int mock_other_profiler_start(void) {
   deliver(); /* our last buffers, as CUPTI completes them on re-registration */
-  cuptiActivityRegisterCallbacks(other_request, other_complete);
-  enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] = 1;
-  other_active = 1;
+  CUptiResult r = cuptiActivityRegisterCallbacks(other_request, other_complete);
+  if (r == CUPTI_SUCCESS) r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  other_active = r == CUPTI_SUCCESS;
+  return (int)r;
 }
 
 void mock_other_profiler_stop(void) {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (int k = 0; k < 128; k++) enabled[k] = 0;
+  if (other_active) {
+    pthread_mutex_lock(&mu);
+    memset(act[0].enabled, 0, sizeof(act[0].enabled));
+    pthread_mutex_unlock(&mu);
+  }
   other_active = 0;
+}
+
+static CUpti_SubscriberHandle other_v2;
+static size_t other_v2_records;
+
+static void CUPTIAPI other_request_v2(uint8_t **b, size_t *size, size_t *max, void *info) {
+  (void)info;
+  other_request(b, size, max);
+}
+static void CUPTIAPI other_complete_v2(uint8_t *b, size_t size, size_t valid, void *info) {
+  (void)size;
+  (void)info;
+  CUpti_Activity *a = NULL;
+  while (cuptiActivityGetNextRecord_v2(other_v2, b, valid, &a) == CUPTI_SUCCESS) other_v2_records++;
+  free(b);
+}
+
+/* mock_other_v2_start is a second tool on the v2 API: it subscribes asking
+ * for multi-subscriber mode, registers its own buffers, enables kernels. */
+int mock_other_v2_start(void) {
+  ip_subscriber_params p = {.structSize = IP_SUBSCRIBER_PARAMS_SIZE, .subscriberName = "other",
+                            .allowMultipleSubscribers = 1};
+  CUptiResult r = cuptiSubscribe_v2(&other_v2, NULL, NULL, &p);
+  if (r == CUPTI_SUCCESS) r = cuptiActivityRegisterCallbacks_v2(other_v2, other_request_v2, other_complete_v2);
+  if (r == CUPTI_SUCCESS) r = cuptiActivityEnable_v2(other_v2, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, NULL);
+  return (int)r;
+}
+
+/* mock_other_v2_stop flushes, disables its kind and unsubscribes, in the
+ * teardown order the guide gives (2.4.7); it returns the records it got. */
+size_t mock_other_v2_stop(void) {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  cuptiActivityDisable_v2(other_v2, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, NULL);
+  cuptiUnsubscribe(other_v2);
+  other_v2 = NULL;
+  return other_v2_records;
 }
 
 /* ---- test controls ---- */
 
-int mock_enabled(int kind) { return enabled[kind]; }
-int mock_subscribed(void) { return subscribed && !unsubscribed; }
+int mock_enabled(int kind) { return act_of(ours)->enabled[kind]; }
+int mock_subscribed(void) { return ours >= 0 && !unsubscribed; }
 int mock_flushes(void) { return flushes; }
 int mock_forced_flushes(void) { return forced_flushes; }
 int mock_callbacks_enabled(void) { return callbacks_enabled; }
-size_t mock_dropped_no_buffer(void) { return dropped_no_buffer; }
-int mock_registered_is_other(void) { return requested == other_request; }
+size_t mock_dropped_no_buffer(void) { return act_of(ours)->dropped_no_buffer; }
+int mock_registered_is_other(void) { return act[0].req == other_request; }
+int mock_multi_state(void) { return multi_state; }
+int mock_ours_is_v2(void) { return ours >= 0 && subs[ours].v2; }
 
-/* slot returns room for one record of kind, asking the registered client for
- * a buffer when needed; NULL when there is none (the record is then lost). */
-static uint8_t *slot(uint32_t kind) {
-  if (!enabled[kind]) return NULL;
+/* request_buffer asks a's registered client for a buffer. */
+static void request_buffer(activity *a, uint8_t **b, size_t *size) {
+  size_t max = 0;
+  *b = NULL;
+  *size = 0;
+  if (a != &act[0]) a->req2(b, size, &max, NULL);
+  else a->req(b, size, &max);
+}
+
+/* slot returns room for one record of kind in a, asking a's client for a
+ * buffer when needed; NULL when there is none (the record is then lost). */
+static uint8_t *slot(activity *a, uint32_t kind) {
+  if (!a->enabled[kind]) return NULL;
   size_t sz = record_size(kind);
-  if (cur == NULL || cur_valid + sz > cur_size) {
-    if (cur) {
-      if (ndone == MAX_DONE) return NULL;
-      done[ndone].b = cur;
-      done[ndone].size = cur_size;
-      done[ndone].valid = cur_valid;
-      ndone++;
+  if (a->cur == NULL || a->cur_valid + sz > a->cur_size) {
+    if (a->cur) {
+      if (a->ndone == MAX_DONE) return NULL;
+      a->done[a->ndone].b = a->cur;
+      a->done[a->ndone].size = a->cur_size;
+      a->done[a->ndone].valid = a->cur_valid;
+      a->ndone++;
     }
-    size_t max = 0;
-    cur = NULL;
-    cur_size = 0;
-    requested(&cur, &cur_size, &max);
-    cur_valid = 0;
-    if (cur == NULL) {
+    request_buffer(a, &a->cur, &a->cur_size);
+    a->cur_valid = 0;
+    if (a->cur == NULL) {
       if (version() < 27) abort(); /* what CUPTI before API 27 does with a NULL buffer */
-      dropped_no_buffer++;
+      a->dropped_no_buffer++;
       return NULL;
     }
   }
-  uint8_t *p = cur + cur_valid;
+  uint8_t *p = a->cur + a->cur_valid;
   memset(p, 0, sz);
   memcpy(p, &kind, sizeof(kind)); /* CUpti_Activity.kind */
-  cur_valid += sz;
+  a->cur_valid += sz;
   return p;
+}
+
+/* emit writes one record, built in rec, into every activity state that
+ * enabled its kind; it returns whether ours got it. */
+static int emit(uint32_t kind, const uint8_t *rec) {
+  size_t sz = record_size(kind);
+  int got = 0;
+  pthread_mutex_lock(&mu);
+  for (int s = 0; s < MAX_SUBS; s++) {
+    if (s > 0 && !(subs[s].used && subs[s].v2)) continue;
+    uint8_t *p = slot(&act[s], kind);
+    if (p) memcpy(p + 4, rec + 4, sz - 4);
+    if (p && &act[s] == act_of(ours)) got = 1;
+  }
+  pthread_mutex_unlock(&mu);
+  return got;
 }
 
 static void put(uint8_t *p, size_t off, const void *v, size_t n) { memcpy(p + off, v, n); }
 
 int mock_emit_kernel(const char *name, uint64_t start, uint64_t end, uint32_t device, uint32_t ctx, uint32_t corr,
                      uint32_t graph, uint64_t node) {
-  pthread_mutex_lock(&mu);
-  uint8_t *k = slot(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  if (k) {
-    uint32_t stream = 7;
-    put(k, LK_START, &start, 8);
-    put(k, LK_END, &end, 8);
-    put(k, LK_DEVICE, &device, 4);
-    put(k, LK_CONTEXT, &ctx, 4);
-    put(k, LK_STREAM, &stream, 4);
-    put(k, LK_NAME, &name, sizeof(name));
-    put(k, LK_CORRELATION, &corr, 4);
-    put(k, LK_GRAPH, &graph, 4);
-    put(k, LK_GRAPH_NODE, &node, 8);
-  }
-  pthread_mutex_unlock(&mu);
-  return k != NULL;
+  uint8_t k[256] = {0};
+  uint32_t stream = 7;
+  put(k, LK_START, &start, 8);
+  put(k, LK_END, &end, 8);
+  put(k, LK_DEVICE, &device, 4);
+  put(k, LK_CONTEXT, &ctx, 4);
+  put(k, LK_STREAM, &stream, 4);
+  put(k, LK_NAME, &name, sizeof(name));
+  put(k, LK_CORRELATION, &corr, 4);
+  put(k, LK_GRAPH, &graph, 4);
+  put(k, LK_GRAPH_NODE, &node, 8);
+  return emit(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, k);
 }
 
 int mock_emit_memcpy(uint64_t start, uint64_t end, uint32_t device, uint64_t bytes) {
-  pthread_mutex_lock(&mu);
-  uint8_t *m = slot(CUPTI_ACTIVITY_KIND_MEMCPY);
-  if (m) {
-    m[LM_KIND_BYTE] = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-    put(m, LM_START, &start, 8);
-    put(m, LM_END, &end, 8);
-    put(m, LM_DEVICE, &device, 4);
-    put(m, LM_BYTES, &bytes, 8);
-  }
-  pthread_mutex_unlock(&mu);
-  return m != NULL;
+  uint8_t m[256] = {0};
+  m[LM_KIND_BYTE] = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  put(m, LM_START, &start, 8);
+  put(m, LM_END, &end, 8);
+  put(m, LM_DEVICE, &device, 4);
+  put(m, LM_BYTES, &bytes, 8);
+  return emit(CUPTI_ACTIVITY_KIND_MEMCPY, m);
 }
 
 int mock_emit_sync(uint64_t start, uint64_t end, uint32_t ctx) {
-  pthread_mutex_lock(&mu);
-  uint8_t *s = slot(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  if (s) {
-    uint32_t type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-    put(s, LY_TYPE, &type, 4);
-    put(s, LY_START, &start, 8);
-    put(s, LY_END, &end, 8);
-    put(s, LY_CONTEXT, &ctx, 4);
-  }
-  pthread_mutex_unlock(&mu);
-  return s != NULL;
+  uint8_t s[256] = {0};
+  uint32_t type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  put(s, LY_TYPE, &type, 4);
+  put(s, LY_START, &start, 8);
+  put(s, LY_END, &end, 8);
+  put(s, LY_CONTEXT, &ctx, 4);
+  return emit(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, s);
 }
 
 int mock_emit_graph(uint64_t start, uint64_t end, uint32_t device, uint32_t graph) {
-  pthread_mutex_lock(&mu);
-  uint8_t *g = slot(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
-  if (g) {
-    put(g, LG_START, &start, 8);
-    put(g, LG_END, &end, 8);
-    put(g, LG_DEVICE, &device, 4);
-    put(g, LG_GRAPH, &graph, 4);
-  }
-  pthread_mutex_unlock(&mu);
-  return g != NULL;
+  uint8_t g[256] = {0};
+  put(g, LG_START, &start, 8);
+  put(g, LG_END, &end, 8);
+  put(g, LG_DEVICE, &device, 4);
+  put(g, LG_GRAPH, &graph, 4);
+  return emit(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, g);
 }
 
 /* mock_take_buffer asks the client for a buffer and keeps it out (CUDA 13's
  * per-thread buffers do this: each launching thread holds one). */
 uint8_t *mock_take_buffer(size_t *size) {
+  activity *a = act_of(ours);
   uint8_t *b = NULL;
-  size_t max = 0;
-  *size = 0;
-  requested(&b, size, &max);
+  request_buffer(a, &b, size);
   if (b == NULL) {
     if (version() < 27) abort();
-    dropped_no_buffer++;
+    a->dropped_no_buffer++;
   }
   return b;
 }
@@ -356,6 +589,7 @@ uint8_t *mock_take_buffer(size_t *size) {
 /* mock_fill_and_complete writes n kernel records into a buffer taken with
  * mock_take_buffer and completes it. */
 void mock_fill_and_complete(uint8_t *b, size_t size, int n, const char *name, uint64_t t0) {
+  activity *a = act_of(ours);
   size_t ks = kernel_size(), valid = 0;
   for (int i = 0; i < n && valid + ks <= size; i++) {
     uint8_t *k = b + valid;
@@ -369,7 +603,8 @@ void mock_fill_and_complete(uint8_t *b, size_t size, int n, const char *name, ui
     put(k, LK_CORRELATION, &corr, 4);
     valid += ks;
   }
-  completed(NULL, 0, b, size, valid);
+  if (a != &act[0]) a->comp2(b, size, valid, NULL);
+  else a->comp(NULL, 0, b, size, valid);
 }
 
 static void *async_deliver(void *arg) {
@@ -393,5 +628,5 @@ void mock_launch(int graph, uint32_t corr) {
   d.callbackSite = CUPTI_API_ENTER;
   d.correlationId = corr;
   CUpti_CallbackId id = graph ? CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch : CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
-  if (subscriber_cb) subscriber_cb(NULL, CUPTI_CB_DOMAIN_DRIVER_API, id, &d);
+  if (ours >= 0 && subs[ours].used && subs[ours].cb) subs[ours].cb(NULL, CUPTI_CB_DOMAIN_DRIVER_API, id, &d);
 }

@@ -41,8 +41,12 @@ int mock_emit_graph(uint64_t start, uint64_t end, uint32_t device, uint32_t grap
 uint8_t *mock_take_buffer(size_t *size);
 void mock_fill_and_complete(uint8_t *b, size_t size, int n, const char *name, uint64_t t0);
 void mock_complete_async(void);
-void mock_other_profiler_start(void);
+int mock_other_profiler_start(void);
 void mock_other_profiler_stop(void);
+int mock_other_v2_start(void);
+size_t mock_other_v2_stop(void);
+int mock_multi_state(void);
+int mock_ours_is_v2(void);
 void mock_launch(int graph, uint32_t corr);
 
 
@@ -164,7 +168,7 @@ static void case_displaced(void) {
   for (int i = 0; i < 5; i++, corr++) CHECK(mock_emit_kernel("before", T0 + corr * 10, T0 + corr * 10 + 5, 0, 1, corr, 0, 0));
   int f = mock_flushes();
   WAIT_UNTIL(mock_flushes() >= f + 2);
-  mock_other_profiler_start(); /* torch.profiler registers its callbacks */
+  CHECK(mock_other_profiler_start() == CUPTI_SUCCESS); /* torch.profiler registers its callbacks */
   CHECK(mock_registered_is_other());
   for (int i = 0; i < 10; i++, corr++) {
     mock_launch(0, corr);
@@ -246,6 +250,50 @@ static void case_busy(void) {
   exit(0);
 }
 
+/* CUDA 13.3: multi-subscriber mode. A second tool on the v2 API runs beside
+ * us and stops without touching our kinds; a v1 tool (Kineto today) is
+ * refused instead of taking our callbacks; graph mode stays off because it
+ * would switch graph kernels off for every subscriber. */
+static void case_multisub(void) {
+  setenv("INFERPROF_CUPTI_GRAPH_MODE", "graph", 1);
+  CHECK(InitializeInjection() == 1);
+  CHECK(mock_ours_is_v2() && mock_multi_state() == 1);
+  CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  CHECK(!mock_enabled(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
+  uint32_t corr = 1;
+  for (int i = 0; i < 5; i++, corr++) CHECK(mock_emit_kernel("before", T0 + corr * 10, T0 + corr * 10 + 5, 0, 1, corr, 0, 0));
+  CHECK(mock_other_v2_start() == CUPTI_SUCCESS);
+  for (int i = 0; i < 10; i++, corr++) {
+    mock_launch(0, corr);
+    CHECK(mock_emit_kernel("both", T0 + corr * 10, T0 + corr * 10 + 5, 0, 1, corr, 0, 0));
+  }
+  CHECK(mock_other_v2_stop() == 10); /* it got the kernels launched while it ran */
+  CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)); /* ours are untouched */
+  CHECK(mock_other_profiler_start() == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  CHECK(!mock_registered_is_other());
+  for (int i = 0; i < 5; i++, corr++) CHECK(mock_emit_kernel("after", T0 + corr * 10, T0 + corr * 10 + 5, 0, 1, corr, 0, 0));
+  int f = mock_flushes();
+  WAIT_UNTIL(mock_flushes() >= f + 2);
+  exit(0);
+}
+
+/* The single-subscriber API on CUDA 13.3, by choice or because CUPTI or the
+ * driver refuses cuptiSubscribe_v2. */
+static void case_multisub_v1(void) {
+  CHECK(InitializeInjection() == 1);
+  CHECK(!mock_ours_is_v2() && mock_multi_state() == 2);
+  for (uint32_t i = 1; i <= 4; i++) CHECK(mock_emit_kernel("v1_kernel", T0 + i * 10, T0 + i * 10 + 5, 0, 1, i, 0, 0));
+  exit(0);
+}
+
+/* Another tool took CUPTI with the v2 API in single-subscriber mode: we
+ * cannot join it, with either API, and stay off. */
+static void case_multisub_held(void) {
+  CHECK(InitializeInjection() == 0);
+  CHECK(!mock_subscribed());
+  exit(0);
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
@@ -263,6 +311,10 @@ static const struct {
     {"exit", case_exit, {NULL}},
     {"rate_limit", case_rate_limit, {NULL}},
     {"busy", case_busy, {NULL}},
+    {"multisub", case_multisub, {"MOCK_CUPTI_VERSION=130300", "MOCK_CUPTI_KERNEL_SIZE=216"}},
+    {"multisub_off", case_multisub_v1, {"MOCK_CUPTI_VERSION=130300", "INFERPROF_CUPTI_MULTI_SUBSCRIBER=0"}},
+    {"multisub_refused", case_multisub_v1, {"MOCK_CUPTI_VERSION=130300", "MOCK_CUPTI_V2_FAIL=27" /* CUPTI_ERROR_NOT_SUPPORTED */}},
+    {"multisub_held", case_multisub_held, {"MOCK_CUPTI_VERSION=130300", "MOCK_CUPTI_HELD_BY=Nsight Systems"}},
 };
 
 /* ---- the collector side ---- */
@@ -442,6 +494,30 @@ int main(int argc, char **argv) {
   CASE_OK(&r);
   CHECK(r.connections == 0);
   printf("cupti layer backs off when CUPTI is held: ok\n");
+  passed++;
+
+  run_case(self, 12, &r); /* multisub */
+  CASE_OK(&r);
+  CHECK(r.p.hello_flags & IPC_HELLO_MULTI_SUB);
+  CHECK((r.p.hello_flags & IPC_HELLO_GRAPH_MODE) == 0);
+  CHECK(r.p.kernels == 20); /* 5 before, 10 beside the other tool, 5 after */
+  CHECK((r.p.live_states_seen & IPC_LIVE_DISPLACED) == 0 && r.p.live_resumes == 0);
+  CHECK(r.p.live_version == 130300);
+  printf("cupti layer on CUDA 13.3 uses multi-subscriber mode: another v2 tool runs beside it, a v1 tool cannot take it: ok\n");
+  passed++;
+
+  for (int c = 13; c <= 14; c++) {
+    run_case(self, c, &r); /* multisub_off, multisub_refused */
+    CASE_OK(&r);
+    CHECK((r.p.hello_flags & IPC_HELLO_MULTI_SUB) == 0 && r.p.kernels == 4);
+  }
+  printf("cupti layer on CUDA 13.3 falls back to the single-subscriber API when told to or refused: ok\n");
+  passed++;
+
+  run_case(self, 15, &r); /* multisub_held */
+  CASE_OK(&r);
+  CHECK(r.connections == 0);
+  printf("cupti layer backs off when a tool holds CUPTI in single-subscriber v2 mode: ok\n");
   passed++;
 
   unlink(sock_path);

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package aggregate holds the connector's series: explicit-bucket histograms
 // and counters keyed by resource and dimensions, bounded by a cardinality
 // limit, and their conversion to pdata.
@@ -58,19 +61,24 @@ func (h *Histogram) ObserveExemplar(v float64, ts pcommon.Timestamp, traceID pco
 	if cap(h.exemplars) == 0 {
 		return
 	}
+	h.offer(Exemplar{Value: v, Time: ts, TraceID: traceID, SpanID: spanID})
+}
+
+// offer keeps e if a slot is free or e is larger than the smallest kept.
+func (h *Histogram) offer(e Exemplar) {
 	n := len(h.exemplars)
 	if n < cap(h.exemplars) {
-		h.exemplars = append(h.exemplars, Exemplar{Value: v, Time: ts, TraceID: traceID, SpanID: spanID})
+		h.exemplars = append(h.exemplars, e)
 		if n+1 == cap(h.exemplars) {
 			h.findLow()
 		}
 		return
 	}
 	// The common case once the slots are full: one comparison.
-	if v <= h.exemplars[h.exLow].Value {
+	if n == 0 || e.Value <= h.exemplars[h.exLow].Value {
 		return
 	}
-	h.exemplars[h.exLow] = Exemplar{Value: v, Time: ts, TraceID: traceID, SpanID: spanID}
+	h.exemplars[h.exLow] = e
 	h.findLow()
 }
 

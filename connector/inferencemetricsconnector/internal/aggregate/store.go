@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package aggregate
 
 import (
@@ -95,6 +98,9 @@ type Store struct {
 	overflow  *Series
 	key       []byte
 	lastFlush pcommon.Timestamp
+	// stats taken out by a Tx and given back, reused for the next one
+	spareReq  []*RequestStats
+	spareStep []*StepStats
 }
 
 // NewStore returns an empty store whose first delta interval starts at start.
@@ -209,10 +215,13 @@ func (st *Store) overflowSeries(now pcommon.Timestamp) *Series {
 }
 
 // Flush returns the metrics of every series to emit at now and resets what
-// the temporality says to reset: delta clears every series and drops those
-// idle for a whole interval; cumulative drops series idle longer than the
-// expiration. Exemplars are cleared either way: they belong to one interval.
-func (st *Store) Flush(now pcommon.Timestamp) pmetric.Metrics {
+// the temporality says to reset: delta takes each series' interval out into
+// the returned Tx and drops series idle for a whole interval; cumulative
+// drops series idle longer than the expiration. Exemplars are cleared either
+// way: they belong to one interval. The caller must Commit or Restore the Tx
+// (under the same lock as the store) once it knows whether the metrics were
+// accepted.
+func (st *Store) Flush(now pcommon.Timestamp) (pmetric.Metrics, *Tx) {
 	md := pmetric.NewMetrics()
 	for _, res := range st.resList {
 		st.appendResource(md, res.attrs, res.series, now)
@@ -220,9 +229,10 @@ func (st *Store) Flush(now pcommon.Timestamp) pmetric.Metrics {
 	if st.overflow != nil {
 		st.appendResource(md, st.overflow.res.attrs, []*Series{st.overflow}, now)
 	}
-	st.sweep(now)
+	tx := &Tx{}
+	st.sweep(now, tx)
 	st.lastFlush = now
-	return md
+	return md, tx
 }
 
 func (st *Store) emits(s *Series) bool {
@@ -232,7 +242,7 @@ func (st *Store) emits(s *Series) bool {
 	return s.lastSeen != 0
 }
 
-func (st *Store) sweep(now pcommon.Timestamp) {
+func (st *Store) sweep(now pcommon.Timestamp, tx *Tx) {
 	expired := func(s *Series) bool {
 		if st.set.Delta {
 			return !s.updated
@@ -247,7 +257,7 @@ func (st *Store) sweep(now pcommon.Timestamp) {
 				delete(st.series, s.key)
 				continue
 			}
-			st.resetSeries(s, now)
+			st.resetSeries(s, now, tx)
 			series = append(series, s)
 		}
 		clear(res.series[len(series):])
@@ -261,28 +271,20 @@ func (st *Store) sweep(now pcommon.Timestamp) {
 	clear(st.resList[len(kept):])
 	st.resList = kept
 	if st.overflow != nil {
-		st.resetSeries(st.overflow, now)
+		st.resetSeries(st.overflow, now, tx)
 	}
 }
 
-func (st *Store) resetSeries(s *Series, now pcommon.Timestamp) {
+func (st *Store) resetSeries(s *Series, now pcommon.Timestamp, tx *Tx) {
+	updated := s.updated
 	s.updated = false
 	if st.set.Delta {
+		if updated {
+			// The interval leaves the series; the Tx keeps it until the
+			// metrics built from it are accepted.
+			tx.take(st, s)
+		}
 		s.start = now
-		if s.Req != nil {
-			r := s.Req
-			for _, h := range []*Histogram{&r.TTFT, &r.TPOT, &r.Duration, &r.Queue, &r.Prefill, &r.Decode, &r.Other, &r.ITL, &r.InputTokens, &r.OutputTokens} {
-				h.reset()
-			}
-			r.Requests, r.Goodput, r.InputTokenSum, r.OutputTokenSum = 0, 0, 0, 0
-		}
-		if s.Step != nil {
-			p := s.Step
-			p.Duration.reset()
-			p.BatchSize.reset()
-			p.Tokens.reset()
-			p.Steps, p.Preemptions = 0, 0
-		}
 		return
 	}
 	if s.Req != nil {

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package aggregate
 
 import (
@@ -64,10 +67,10 @@ func TestDeltaSweepDropsIdleSeriesAndResources(t *testing.T) {
 	st := NewStore(Settings{Limit: 10, Delta: true}, ts(0))
 	add(st, ts(1), 1, "a")
 	add(st, ts(1), 2, "b")
-	md := st.Flush(ts(10))
+	md, _ := st.Flush(ts(10))
 	require.Equal(t, 2, md.ResourceMetrics().Len())
 	add(st, ts(11), 1, "a")
-	md = st.Flush(ts(20))
+	md, _ = st.Flush(ts(20))
 	require.Equal(t, 1, md.ResourceMetrics().Len(), "only the updated series is reported")
 	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
 	assert.Equal(t, uint64(1), dp.Count(), "delta: one request since the last flush")

@@ -25,12 +25,14 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                  metric.Meter
-	mu                                     sync.Mutex
-	registrations                          []metric.Registration
-	ConnectorInferenceMetricsBadValues     metric.Int64Counter
-	ConnectorInferenceMetricsOverflowSpans metric.Int64Counter
-	ConnectorInferenceMetricsSeries        metric.Int64ObservableGauge
+	meter                                   metric.Meter
+	mu                                      sync.Mutex
+	registrations                           []metric.Registration
+	ConnectorInferenceMetricsBadValues      metric.Int64Counter
+	ConnectorInferenceMetricsDroppedPoints  metric.Int64Counter
+	ConnectorInferenceMetricsOverflowSpans  metric.Int64Counter
+	ConnectorInferenceMetricsRefusedFlushes metric.Int64Counter
+	ConnectorInferenceMetricsSeries         metric.Int64ObservableGauge
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -93,10 +95,22 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ConnectorInferenceMetricsDroppedPoints, err = builder.meter.Int64Counter(
+		"otelcol_connector_inference_metrics_dropped_points",
+		metric.WithDescription("Data points lost because the next consumer refused them permanently, or refused the last flush at shutdown. [Alpha]"),
+		metric.WithUnit("{datapoint}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ConnectorInferenceMetricsOverflowSpans, err = builder.meter.Int64Counter(
 		"otelcol_connector_inference_metrics_overflow_spans",
 		metric.WithDescription("Request and step spans aggregated into the overflow series because aggregation_cardinality_limit was reached. [Alpha]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorInferenceMetricsRefusedFlushes, err = builder.meter.Int64Counter(
+		"otelcol_connector_inference_metrics_refused_flushes",
+		metric.WithDescription("Flushes the next consumer refused with a retryable error; in delta temporality their interval is carried into the next flush, so nothing is lost. [Alpha]"),
+		metric.WithUnit("{flush}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ConnectorInferenceMetricsSeries, err = builder.meter.Int64ObservableGauge(

@@ -37,6 +37,22 @@ func AssertEqualConnectorInferenceMetricsBadValues(t *testing.T, tt *componentte
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualConnectorInferenceMetricsDroppedPoints(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_connector_inference_metrics_dropped_points",
+		Description: "Data points lost because the next consumer refused them permanently, or refused the last flush at shutdown. [Alpha]",
+		Unit:        "{datapoint}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_connector_inference_metrics_dropped_points")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualConnectorInferenceMetricsOverflowSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_connector_inference_metrics_overflow_spans",
@@ -49,6 +65,22 @@ func AssertEqualConnectorInferenceMetricsOverflowSpans(t *testing.T, tt *compone
 		},
 	}
 	got, err := tt.GetMetric("otelcol_connector_inference_metrics_overflow_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualConnectorInferenceMetricsRefusedFlushes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_connector_inference_metrics_refused_flushes",
+		Description: "Flushes the next consumer refused with a retryable error; in delta temporality their interval is carried into the next flush, so nothing is lost. [Alpha]",
+		Unit:        "{flush}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_connector_inference_metrics_refused_flushes")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

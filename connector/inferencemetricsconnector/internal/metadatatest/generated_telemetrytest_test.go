@@ -25,11 +25,19 @@ func TestSetupTelemetry(t *testing.T) {
 		return nil
 	}))
 	tb.ConnectorInferenceMetricsBadValues.Add(context.Background(), 1)
+	tb.ConnectorInferenceMetricsDroppedPoints.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsOverflowSpans.Add(context.Background(), 1)
+	tb.ConnectorInferenceMetricsRefusedFlushes.Add(context.Background(), 1)
 	AssertEqualConnectorInferenceMetricsBadValues(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorInferenceMetricsDroppedPoints(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorInferenceMetricsOverflowSpans(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorInferenceMetricsRefusedFlushes(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorInferenceMetricsSeries(t, testTel,

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package delta turns OTLP metrics into the per-upload deltas Graphsignal
 // expects: counters and histograms as increments since the last upload,
 // gauges only when their timestamp advanced, histogram min/max as lifetime
@@ -294,7 +297,7 @@ func (c *Converter) sum(tx *Tx, st *Stats, resHash uint64, name string, temp pme
 			st.Unsupported++
 			continue
 		}
-		d := v
+		d, start := v, dp.StartTimestamp()
 		if temp == pmetric.AggregationTemporalityCumulative {
 			s, existed := c.lookup(tx, st, c.key(resHash, 'c', name, dp.Attributes()))
 			if s == nil {
@@ -306,16 +309,21 @@ func (c *Converter) sum(tx *Tx, st *Stats, resHash uint64, name string, temp pme
 				d = 0
 			case existed && v >= s.value:
 				d = v - s.value
+				// A delta covers the time since the previous point.
+				if s.ts != 0 && s.ts < uint64(dp.Timestamp()) {
+					start = pcommon.Timestamp(s.ts)
+				}
 			}
 			// v < s.value is a reset: the full total is the increment.
 			s.value = v
+			s.ts = uint64(dp.Timestamp())
 		}
 		if d == 0 {
 			continue
 		}
 		o := out.AppendEmpty()
 		dp.Attributes().CopyTo(o.Attributes())
-		o.SetStartTimestamp(dp.StartTimestamp())
+		o.SetStartTimestamp(start)
 		o.SetTimestamp(dp.Timestamp())
 		o.SetDoubleValue(d)
 	}

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package encode maps OTLP data, already turned into deltas, to Graphsignal's
 // wire messages: metrics and logs to the v1 UploadRequest, spans to the v0
 // one.
@@ -5,52 +8,81 @@ package encode // import "github.com/inferprof/inferprof/exporter/graphsignalexp
 
 import (
 	"math"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
-	"github.com/inferprof/inferprof/internal/names"
 )
-
-// ProfileKernels is the PROFILE metric the cupti receiver's kernel time
-// table becomes; the name is the one Graphsignal's own profiler uses, so the
-// platform's kernel views pick it up.
-const ProfileKernels = "cuda_kernels_nanoseconds"
 
 // Stats counts what an encoding changed or left out.
 type Stats struct {
-	Truncated int // tag keys or values cut to Graphsignal's limits
-	Skipped   int // datapoints with no Graphsignal mapping
+	Truncated    int // tag keys or values cut to Graphsignal's limits
+	Skipped      int // datapoints with no Graphsignal mapping
+	FramesFolded int // profile frames counted in "other" past the frame cap
 }
 
-// Encoder maps OTLP to Graphsignal messages. It keeps the first-seen time
-// of each resource; everything else is stateless.
+// Encoder maps OTLP to Graphsignal messages. Its state is what Graphsignal's
+// own client keeps between uploads: when each resource was first seen, the
+// process tree, the frames each profile has named so far.
 type Encoder struct {
 	global []kv
 	now    func() time.Time
+	names  Names
+	rules  map[string][]*rule
 
 	mu        sync.Mutex
-	resources map[string]int64 // first seen, epoch ns
+	resources map[string]int64               // first seen, epoch ns
+	frames    map[uint64]map[string]struct{} // named frames per profile series
+	parents   map[procKey]string             // process.parent_pid per process
+	memTotal  map[string]string              // device.uuid → mem_total
+	buses     map[string]string              // device.uuid → device.bus_id
 }
 
-// maxResources bounds the first-seen map; past it, first_seen is the
-// current upload's time.
-const maxResources = 10000
+// Bounds on the encoder's state; past them, first_seen is the upload's
+// time, profiles cap their frames per upload only, and root pids and
+// mem_total are not looked up.
+const (
+	maxResources     = 10000
+	maxProfileSeries = 10000
+	maxProcesses     = 10000
+	maxDevices       = 1024
+)
+
+// Option configures an Encoder.
+type Option func(*Encoder)
+
+// WithNames picks the names signals are encoded under; the default is
+// NamesSource.
+func WithNames(n Names) Option {
+	return func(e *Encoder) {
+		e.names = n
+		if n == NamesGraphsignal {
+			e.rules = graphsignalRules
+		}
+	}
+}
 
 // New returns an encoder adding env tags, config tags (winning over env)
 // and instance.id to every signal.
-func New(envTags, cfgTags map[string]string, instanceID string, now func() time.Time) *Encoder {
-	return &Encoder{
+func New(envTags, cfgTags map[string]string, instanceID string, now func() time.Time, opts ...Option) *Encoder {
+	e := &Encoder{
 		global:    globalTags(envTags, cfgTags, instanceID),
 		now:       now,
+		names:     NamesSource,
+		rules:     sourceRules,
 		resources: map[string]int64{},
+		frames:    map[uint64]map[string]struct{}{},
+		parents:   map[procKey]string{},
+		memTotal:  map[string]string{},
+		buses:     map[string]string{},
 	}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
 }
 
 // GlobalTags returns the tags every signal carries, sorted by key.
@@ -59,9 +91,16 @@ func (e *Encoder) GlobalTags() []*signalsv1.Tag {
 	return t.v1Tags()
 }
 
+func (e *Encoder) graphsignal() bool { return e.names == NamesGraphsignal }
+
 type metricKey struct {
 	name string
 	typ  signalsv1.Metric_MetricType
+	tags uint64
+}
+
+type profileKey struct {
+	name string
 	tags uint64
 }
 
@@ -70,18 +109,20 @@ type profileFrame struct {
 }
 
 type profileAcc struct {
+	key    profileKey
 	tags   []*signalsv1.Tag
 	ts     int64
 	order  []string
 	frames map[string]*profileFrame
+	mode   bool // also send cuda_graph_trace_mode
 }
 
 type metricsBuilder struct {
 	e        *Encoder
 	req      *signalsv1.UploadRequest
 	metrics  map[metricKey]*signalsv1.Metric
-	profiles map[uint64]*profileAcc
-	profOrd  []uint64
+	profiles map[profileKey]*profileAcc
+	profOrd  []profileKey
 	res      *resourceBuilder
 	tags     tagSet
 	base     []kv // global and resource tags of the current resource
@@ -96,7 +137,7 @@ func (e *Encoder) Metrics(md pmetric.Metrics) (*signalsv1.UploadRequest, Stats) 
 		e:        e,
 		req:      &signalsv1.UploadRequest{UploadTs: now},
 		metrics:  map[metricKey]*signalsv1.Metric{},
-		profiles: map[uint64]*profileAcc{},
+		profiles: map[profileKey]*profileAcc{},
 		res:      e.newResourceBuilder(now),
 	}
 	b.tags.cache = map[kv]*signalsv1.Tag{}
@@ -106,11 +147,15 @@ func (e *Encoder) Metrics(md pmetric.Metrics) (*signalsv1.UploadRequest, Stats) 
 		res := rm.Resource().Attributes()
 		b.res.add(res)
 		b.setResource(res)
+		if mode, ok := res.Get(attrGraphMode); ok && e.graphsignal() && rm.ScopeMetrics().Len() > 0 {
+			b.graphMode(mode.AsString())
+		}
 		sms := rm.ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
+			scope := sms.At(j).Scope().Name()
 			ms := sms.At(j).Metrics()
 			for k := 0; k < ms.Len(); k++ {
-				b.metric(res, ms.At(k))
+				b.metric(res, scope, ms.At(k))
 			}
 		}
 	}
@@ -130,9 +175,12 @@ func (b *metricsBuilder) ts(t pcommon.Timestamp) int64 {
 
 // startTags builds a datapoint's tag set: the resource's (computed once per
 // resource) and the datapoint's attributes.
-func (b *metricsBuilder) startTags(_ pcommon.Map, attrs pcommon.Map, skip func(string) bool) uint64 {
+func (b *metricsBuilder) startTags(attrs pcommon.Map, skip func(string) bool) uint64 {
 	b.tags.kvs = append(b.tags.kvs[:0], b.base...)
 	b.tags.putMap(attrs, skip)
+	if b.e.graphsignal() {
+		b.tags.rename(false)
+	}
 	return b.tags.finish()
 }
 
@@ -140,6 +188,9 @@ func (b *metricsBuilder) startTags(_ pcommon.Map, attrs pcommon.Map, skip func(s
 func (b *metricsBuilder) setResource(res pcommon.Map) {
 	b.tags.reset(b.e.global)
 	b.tags.putMap(res, func(k string) bool { return resourceDeny[k] })
+	if b.e.graphsignal() {
+		b.tags.rename(true)
+	}
 	b.base = append(b.base[:0], b.tags.kvs...)
 }
 
@@ -154,40 +205,33 @@ func (b *metricsBuilder) get(name string, typ signalsv1.Metric_MetricType, tagKe
 	return m
 }
 
-func (b *metricsBuilder) metric(res pcommon.Map, m pmetric.Metric) {
+func (b *metricsBuilder) metric(res pcommon.Map, scope string, m pmetric.Metric) {
+	if rules := b.e.rules[m.Name()]; rules != nil {
+		b.mapped(res, m, rules)
+		return
+	}
+	b.unmapped(res, scope, m)
+}
+
+// unmapped encodes m under its own name (for the prometheus receiver's
+// metrics, the name Graphsignal's Prometheus import gives them).
+func (b *metricsBuilder) unmapped(res pcommon.Map, scope string, m pmetric.Metric) {
+	name, skip := m.Name(), func(string) bool { return false }
+	if b.e.graphsignal() && scope == prometheusScope {
+		name = promName(name, m.Type() == pmetric.MetricTypeSum && m.Sum().IsMonotonic())
+		skip = func(k string) bool { return promStripped[k] }
+	}
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
-		dps := m.Gauge().DataPoints()
-		for i := 0; i < dps.Len(); i++ {
-			dp := dps.At(i)
-			b.res.addDevice(res, dp.Attributes())
-			mm := b.get(m.Name(), signalsv1.Metric_GAUGE_METRIC, b.startTags(res, dp.Attributes(), nil))
-			mm.Datapoints = append(mm.Datapoints, &signalsv1.DataPoint{
-				Value:         &signalsv1.DataPoint_Gauge{Gauge: number(dp)},
-				MeasurementTs: b.ts(dp.Timestamp()),
-			})
-		}
+		b.numbers(res, name, signalsv1.Metric_GAUGE_METRIC, m.Gauge().DataPoints(), skip)
 	case pmetric.MetricTypeSum:
-		if (m.Name() == names.MetricKernelDuration || m.Name() == names.MetricKernelCount) && m.Sum().IsMonotonic() {
-			b.kernels(res, m)
-			return
-		}
-		dps := m.Sum().DataPoints()
-		for i := 0; i < dps.Len(); i++ {
-			dp := dps.At(i)
-			b.res.addDevice(res, dp.Attributes())
-			mm := b.get(m.Name(), signalsv1.Metric_COUNTER_METRIC, b.startTags(res, dp.Attributes(), nil))
-			mm.Datapoints = append(mm.Datapoints, &signalsv1.DataPoint{
-				Value:         &signalsv1.DataPoint_Total{Total: number(dp)},
-				MeasurementTs: b.ts(dp.Timestamp()),
-			})
-		}
+		b.numbers(res, name, signalsv1.Metric_COUNTER_METRIC, m.Sum().DataPoints(), skip)
 	case pmetric.MetricTypeHistogram:
 		dps := m.Histogram().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
 			dp := dps.At(i)
 			b.res.addDevice(res, dp.Attributes())
-			mm := b.get(m.Name(), signalsv1.Metric_HISTOGRAM_METRIC, b.startTags(res, dp.Attributes(), nil))
+			mm := b.get(name, signalsv1.Metric_HISTOGRAM_METRIC, b.startTags(dp.Attributes(), skip))
 			mm.Datapoints = append(mm.Datapoints, &signalsv1.DataPoint{
 				Value:         &signalsv1.DataPoint_Histogram_{Histogram: histogram(dp)},
 				MeasurementTs: b.ts(dp.Timestamp()),
@@ -198,12 +242,39 @@ func (b *metricsBuilder) metric(res pcommon.Map, m pmetric.Metric) {
 	}
 }
 
+func (b *metricsBuilder) numbers(res pcommon.Map, name string, typ signalsv1.Metric_MetricType, dps pmetric.NumberDataPointSlice, skip func(string) bool) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		b.res.addDevice(res, dp.Attributes())
+		b.point(name, typ, b.startTags(dp.Attributes(), skip), b.ts(dp.Timestamp()), number(dp))
+	}
+}
+
+// point adds one gauge or counter value. Counter values that land on the
+// same series and time within one upload (codes or kinds the name map
+// folds together) are summed, as Graphsignal's own recorders sum them.
+func (b *metricsBuilder) point(name string, typ signalsv1.Metric_MetricType, tagKey uint64, ts int64, v float64) {
+	mm := b.get(name, typ, tagKey)
+	if typ == signalsv1.Metric_COUNTER_METRIC {
+		if n := len(mm.Datapoints); n > 0 && mm.Datapoints[n-1].MeasurementTs == ts {
+			last := mm.Datapoints[n-1]
+			last.Value = &signalsv1.DataPoint_Total{Total: last.GetTotal() + v}
+			return
+		}
+		mm.Datapoints = append(mm.Datapoints, &signalsv1.DataPoint{Value: &signalsv1.DataPoint_Total{Total: v}, MeasurementTs: ts})
+		return
+	}
+	mm.Datapoints = append(mm.Datapoints, &signalsv1.DataPoint{Value: &signalsv1.DataPoint_Gauge{Gauge: v}, MeasurementTs: ts})
+}
+
 func countPoints(m pmetric.Metric) int {
 	switch m.Type() {
 	case pmetric.MetricTypeSummary:
 		return m.Summary().DataPoints().Len()
 	case pmetric.MetricTypeExponentialHistogram:
 		return m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().DataPoints().Len()
 	}
 	return 0
 }
@@ -253,7 +324,7 @@ func histogram(dp pmetric.HistogramDataPoint) *signalsv1.DataPoint_Histogram {
 	return h
 }
 
-// unitToNs converts a kernel duration in unit to nanoseconds.
+// unitToNs converts a duration in unit to nanoseconds.
 func unitToNs(unit string) float64 {
 	switch unit {
 	case "s":
@@ -266,167 +337,9 @@ func unitToNs(unit string) float64 {
 	return 1
 }
 
-// kernels folds the cupti receiver's kernel time table into PROFILE
-// metrics: one per tag set without the kernel name, one frame per kernel.
-func (b *metricsBuilder) kernels(res pcommon.Map, m pmetric.Metric) {
-	isDuration := m.Name() == names.MetricKernelDuration
-	scale := unitToNs(m.Unit())
-	dps := m.Sum().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
-		nameV, ok := dp.Attributes().Get(names.AttrKernelName)
-		if !ok || nameV.Str() == "" {
-			b.st.Skipped++
-			continue
-		}
-		b.res.addDevice(res, dp.Attributes())
-		key := b.startTags(res, dp.Attributes(), func(k string) bool { return k == names.AttrKernelName })
-		p, ok := b.profiles[key]
-		if !ok {
-			p = &profileAcc{tags: b.tags.v1Tags(), frames: map[string]*profileFrame{}}
-			b.profiles[key] = p
-			b.profOrd = append(b.profOrd, key)
-		}
-		p.ts = max(p.ts, b.ts(dp.Timestamp()))
-		frameName := clean(nameV.Str())
-		f, ok := p.frames[frameName]
-		if !ok {
-			f = &profileFrame{}
-			p.frames[frameName] = f
-			p.order = append(p.order, frameName)
-		}
-		if isDuration {
-			f.value += number(dp) * scale
-		} else {
-			f.samples += number(dp)
-		}
-	}
-}
-
 func toUint(v float64) uint64 {
 	if v <= 0 || math.IsNaN(v) {
 		return 0
 	}
 	return uint64(math.Round(v))
-}
-
-func (b *metricsBuilder) flushProfiles() {
-	for _, key := range b.profOrd {
-		p := b.profiles[key]
-		prof := &signalsv1.DataPoint_Profile{}
-		m := &signalsv1.Metric{Name: ProfileKernels, Type: signalsv1.Metric_PROFILE_METRIC, Tags: p.tags}
-		for _, name := range p.order {
-			f := p.frames[name]
-			id := xxhash.Sum64String(name)
-			prof.FrameIds = append(prof.FrameIds, id)
-			prof.Values = append(prof.Values, toUint(f.value))
-			prof.Samples = append(prof.Samples, toUint(f.samples))
-			m.Frames = append(m.Frames, &signalsv1.ProfileFrame{FrameId: id, Name: name})
-		}
-		m.Datapoints = []*signalsv1.DataPoint{{
-			Value:         &signalsv1.DataPoint_Profile_{Profile: prof},
-			MeasurementTs: p.ts,
-		}}
-		b.req.Metrics = append(b.req.Metrics, m)
-	}
-}
-
-// Logs encodes ld into LogBatches, one per distinct tag set.
-func (e *Encoder) Logs(ld plog.Logs) (*signalsv1.UploadRequest, Stats) {
-	now := e.now().UnixNano()
-	req := &signalsv1.UploadRequest{UploadTs: now}
-	res := e.newResourceBuilder(now)
-	batches := map[uint64]*signalsv1.LogBatch{}
-	tags := tagSet{cache: map[kv]*signalsv1.Tag{}}
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		rl := rls.At(i)
-		rattrs := rl.Resource().Attributes()
-		res.add(rattrs)
-		sls := rl.ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			lrs := sls.At(j).LogRecords()
-			for k := 0; k < lrs.Len(); k++ {
-				lr := lrs.At(k)
-				tags.reset(e.global)
-				tags.putMap(rattrs, func(k string) bool { return resourceDeny[k] })
-				tags.putMap(lr.Attributes(), func(k string) bool { return strings.HasPrefix(k, "exception.") })
-				key := tags.finish()
-				lb, ok := batches[key]
-				if !ok {
-					lb = &signalsv1.LogBatch{Tags: tags.v1Tags()}
-					batches[key] = lb
-					req.LogBatches = append(req.LogBatches, lb)
-				}
-				lb.LogEntries = append(lb.LogEntries, logEntry(lr))
-			}
-		}
-	}
-	req.Resources = res.finish()
-	return req, Stats{Truncated: tags.truncated}
-}
-
-func logEntry(lr plog.LogRecord) *signalsv1.LogEntry {
-	ts := lr.Timestamp()
-	if ts == 0 {
-		ts = lr.ObservedTimestamp()
-	}
-	msg, _ := cut(clean(lr.Body().AsString()), MaxAttr)
-	return &signalsv1.LogEntry{
-		Level:     Level(lr.SeverityNumber(), lr.SeverityText()),
-		Message:   msg,
-		Exception: exception(lr.Attributes()),
-		LogTs:     int64(ts),
-	}
-}
-
-func exception(attrs pcommon.Map) string {
-	if st, ok := attrs.Get("exception.stacktrace"); ok && st.Str() != "" {
-		s, _ := cut(clean(st.Str()), maxExcept)
-		return s
-	}
-	var parts []string
-	for _, k := range []string{"exception.type", "exception.message"} {
-		if v, ok := attrs.Get(k); ok && v.AsString() != "" {
-			parts = append(parts, v.AsString())
-		}
-	}
-	s, _ := cut(clean(strings.Join(parts, ": ")), maxExcept)
-	return s
-}
-
-// Level maps an OTLP severity to Graphsignal's log level: severity numbers
-// 1-4 TRACE, 5-8 DEBUG, 9-12 INFO, 13-16 WARNING, 17-20 ERROR, 21-24
-// CRITICAL; with no number, the severity text decides.
-func Level(n plog.SeverityNumber, text string) signalsv1.LogEntry_LogLevel {
-	switch {
-	case n >= 21:
-		return signalsv1.LogEntry_CRITICAL_LEVEL
-	case n >= 17:
-		return signalsv1.LogEntry_ERROR_LEVEL
-	case n >= 13:
-		return signalsv1.LogEntry_WARNING_LEVEL
-	case n >= 9:
-		return signalsv1.LogEntry_INFO_LEVEL
-	case n >= 5:
-		return signalsv1.LogEntry_DEBUG_LEVEL
-	case n >= 1:
-		return signalsv1.LogEntry_TRACE_LEVEL
-	}
-	t := strings.ToLower(text)
-	switch {
-	case strings.HasPrefix(t, "fatal"), strings.HasPrefix(t, "crit"), strings.HasPrefix(t, "panic"):
-		return signalsv1.LogEntry_CRITICAL_LEVEL
-	case strings.HasPrefix(t, "err"):
-		return signalsv1.LogEntry_ERROR_LEVEL
-	case strings.HasPrefix(t, "warn"):
-		return signalsv1.LogEntry_WARNING_LEVEL
-	case strings.HasPrefix(t, "info"):
-		return signalsv1.LogEntry_INFO_LEVEL
-	case strings.HasPrefix(t, "debug"):
-		return signalsv1.LogEntry_DEBUG_LEVEL
-	case strings.HasPrefix(t, "trace"):
-		return signalsv1.LogEntry_TRACE_LEVEL
-	}
-	return signalsv1.LogEntry_UNSPECIFIED_LEVEL
 }

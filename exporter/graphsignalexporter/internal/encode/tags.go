@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package encode // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 
 import (
@@ -10,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
+	"github.com/inferprof/inferprof/internal/privacy"
 )
 
 // Graphsignal's limits, in characters (signals/metrics.py, signals/spans.py).
@@ -54,30 +58,11 @@ var resourceDeny = map[string]bool{
 	"telemetry.sdk.language":  true,
 }
 
-// contentWords mark attribute keys that can hold prompts, outputs or other
-// user text. String values under such keys are never exported; numbers
-// (gen_ai.usage.prompt_tokens) are.
-var contentWords = []string{
-	"prompt", "completion", "messages", "content", "instruction",
-	"input.value", "output.value", "tool.call.arguments", "tool.call.result",
-}
-
-// IsContent reports whether key names user text.
-func IsContent(key string) bool {
-	k := key
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c >= 'A' && c <= 'Z' {
-			k = strings.ToLower(key)
-			break
-		}
-	}
-	for _, w := range contentWords {
-		if strings.Contains(k, w) {
-			return true
-		}
-	}
-	return false
-}
+// IsContent reports whether key names user text: inferprof's one content
+// list (internal/privacy). String values under such keys are never
+// exported; numbers (gen_ai.usage.prompt_tokens) are. Event names are
+// checked against the same list's events.
+func IsContent(key string) bool { return privacy.IsContentKey(key) || privacy.IsContentEvent(key) }
 
 // clean makes s valid UTF-8: protobuf refuses to marshal a string field that
 // is not, and pdata does not check what receivers hand it.

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package encode
 
 import (
@@ -38,7 +41,7 @@ func TestConfigTagsWinAndLimits(t *testing.T) {
 }
 
 func TestIsContent(t *testing.T) {
-	for _, k := range []string{"gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "GEN_AI.PROMPT.0.content", "llm.input.value", "gen_ai.system_instructions"} {
+	for _, k := range []string{"gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "GEN_AI.PROMPT.0.content", "input.value", "gen_ai.system_instructions", "gen_ai.user.message"} {
 		assert.True(t, IsContent(k), k)
 	}
 	for _, k := range []string{"gen_ai.request.model", "exception.message", "hw.id", "gen_ai.usage.input_tokens"} {
@@ -68,4 +71,38 @@ func TestInvalidUTF8IsRepaired(t *testing.T) {
 	lreq, _ := e.Logs(ld)
 	_, err = proto.Marshal(lreq)
 	require.NoError(t, err)
+}
+
+// TestLogContentNeverEncoded: a prompt in a content event's body or in a
+// map body's content key is not uploaded, even when no privacy processor
+// ran before the exporter; other logs keep their message.
+func TestLogContentNeverEncoded(t *testing.T) {
+	const prompt = "my secret prompt"
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	ev := lrs.AppendEmpty()
+	ev.SetEventName("gen_ai.user.message")
+	ev.Body().SetStr(prompt)
+	old := lrs.AppendEmpty()
+	old.Attributes().PutStr("event.name", "gen_ai.choice")
+	old.Body().SetStr(prompt)
+	structured := lrs.AppendEmpty()
+	structured.Body().SetEmptyMap().PutStr("gen_ai.prompt", prompt)
+	structured.Body().Map().PutStr("status", "ok")
+	plain := lrs.AppendEmpty()
+	plain.Body().SetStr("engine started")
+
+	req, _ := New(nil, nil, "0123456789ab", time.Now).Logs(ld)
+	body, err := proto.Marshal(req)
+	require.NoError(t, err)
+	assert.NotContains(t, string(body), prompt)
+	var msgs []string
+	for _, lb := range req.LogBatches {
+		for _, le := range lb.LogEntries {
+			msgs = append(msgs, le.Message)
+		}
+	}
+	assert.Len(t, msgs, 2, "the two content events are not sent")
+	assert.Contains(t, msgs, "engine started")
+	assert.Contains(t, strings.Join(msgs, " "), "status")
 }

@@ -1,36 +1,33 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package local // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 
 import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"time"
 )
 
-// Handler serves GET /signals and GET /health; it is read-only.
-func Handler(s *Store) http.Handler {
+// NewMux returns the local API's routes: GET /signals and GET /health. It
+// is read-only. More pages register on the returned mux, which
+// confighttp's server then serves.
+func NewMux(s *Store) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /signals", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s.Snapshot())
+		writeJSON(w, s.Snapshot())
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		writeJSON(w, map[string]string{"status": "ok"})
 	})
 	return mux
 }
 
-// NewServer returns an HTTP server for Handler with conservative timeouts.
-func NewServer(s *Store) *http.Server {
-	return &http.Server{
-		Handler:           Handler(s),
-		ReadHeaderTimeout: 5 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       time.Minute,
-	}
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 // IsLoopback reports whether a host:port listens on loopback only.

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package local keeps the signals the exporter would upload and serves them
 // as JSON on GET /signals, in the shape of Graphsignal's local endpoint, so
 // people, scripts and coding agents can read them without an account.
@@ -288,16 +291,29 @@ type CounterStats struct {
 	Total float64 `json:"total"`
 }
 
-// HistogramStats summarises a histogram since start_ns. Quantiles are
-// nearest-rank over the bins, clamped to [min, max], null without bins.
+// QuantileMethod labels p50 and p95 in /signals: they are estimates,
+// interpolated linearly inside the histogram bucket that holds the
+// quantile, not exact percentiles of the recorded values.
+const QuantileMethod = "bucket_interpolation"
+
+// HistogramStats summarises a histogram since start_ns. P50 and P95 are
+// estimates (see QuantileMethod); the exact percentile of the recorded
+// values lies within P50Bucket / P95Bucket, [lower, upper], so the error is
+// at most that bucket's width. A bound is null where the data does not
+// tell it (no min below the first bucket; no max above the last, whose
+// overflow Graphsignal's format folds in). Quantiles are null without
+// bins.
 type HistogramStats struct {
-	Count *int64   `json:"count"`
-	Sum   *float64 `json:"sum"`
-	Min   *float64 `json:"min"`
-	Max   *float64 `json:"max"`
-	Mean  *float64 `json:"mean"`
-	P50   *float64 `json:"p50"`
-	P95   *float64 `json:"p95"`
+	Count          *int64      `json:"count"`
+	Sum            *float64    `json:"sum"`
+	Min            *float64    `json:"min"`
+	Max            *float64    `json:"max"`
+	Mean           *float64    `json:"mean"`
+	P50            *float64    `json:"p50"`
+	P95            *float64    `json:"p95"`
+	QuantileMethod string      `json:"quantile_method"`
+	P50Bucket      [2]*float64 `json:"p50_bucket"`
+	P95Bucket      [2]*float64 `json:"p95_bucket"`
 }
 
 // ProfileStats lists frames by value, largest first.
@@ -416,7 +432,7 @@ func (se *series) metric() Metric {
 }
 
 func (h *histogram) stats() HistogramStats {
-	var st HistogramStats
+	st := HistogramStats{QuantileMethod: QuantileMethod}
 	if h == nil {
 		return st
 	}
@@ -433,14 +449,27 @@ func (h *histogram) stats() HistogramStats {
 		}
 	}
 	st.Min, st.Max = h.min, h.max
-	st.P50 = h.quantile(0.50)
-	st.P95 = h.quantile(0.95)
+	st.P50, st.P50Bucket = h.quantile(0.50)
+	st.P95, st.P95Bucket = h.quantile(0.95)
 	return st
 }
 
-// quantile is the nearest-rank quantile over the bins, clamped to
-// [min, max].
-func (h *histogram) quantile(q float64) *float64 {
+func (h *histogram) quantile(q float64) (*float64, [2]*float64) {
+	return Quantile(h.bins, h.min, h.max, q)
+}
+
+// Quantile estimates the q-quantile of a histogram in Graphsignal's form
+// (upper bound -> count, the last bin also holding the overflow): it finds
+// the bucket holding rank ceil(q*count), as the exact nearest-rank
+// percentile would, and interpolates linearly between that bucket's bounds.
+// A bucket's lower bound is the previous bin, or minV (the minimum, when
+// known) for the first. The estimate and the bucket are clamped to
+// [minV, maxV]. The dashboard uses it too, so both read quantiles alike.
+func Quantile(hbins map[float64]int64, minV, maxV *float64, q float64) (*float64, [2]*float64) {
+	h := struct {
+		bins     map[float64]int64
+		min, max *float64
+	}{hbins, minV, maxV}
 	var total int64
 	bins := make([]float64, 0, len(h.bins))
 	for b, c := range h.bins {
@@ -450,25 +479,53 @@ func (h *histogram) quantile(q float64) *float64 {
 		}
 	}
 	if total == 0 {
-		return nil
+		return nil, [2]*float64{}
 	}
 	slices.Sort(bins)
-	rank := int64(math.Ceil(q * float64(total)))
-	rank = max(rank, 1)
-	var seen int64
-	v := bins[len(bins)-1]
-	for _, b := range bins {
-		seen += h.bins[b]
-		if seen >= rank {
-			v = b
+	rank := max(int64(math.Ceil(q*float64(total))), 1)
+	var before int64
+	i := len(bins) - 1
+	for j, b := range bins {
+		if before+h.bins[b] >= rank {
+			i = j
 			break
 		}
+		before += h.bins[b]
 	}
-	if h.min != nil {
-		v = max(v, *h.min)
+	var lo, hi *float64
+	if i > 0 {
+		lo = ptr(bins[i-1])
+	} else if h.min != nil {
+		lo = ptr(min(*h.min, bins[0]))
 	}
-	if h.max != nil {
-		v = min(v, *h.max)
+	hi = ptr(bins[i])
+	if i == len(bins)-1 {
+		// The last bin also holds the overflow bucket: only max bounds it.
+		hi = nil
+		if h.max != nil {
+			hi = ptr(max(*h.max, bins[i]))
+		}
 	}
-	return &v
+	if h.min != nil && lo != nil {
+		lo = ptr(max(*lo, *h.min))
+	}
+	if h.max != nil && hi != nil {
+		hi = ptr(min(*hi, *h.max))
+	}
+	var v float64
+	switch {
+	case lo != nil && hi != nil:
+		frac := (q*float64(total) - float64(before)) / float64(h.bins[bins[i]])
+		frac = min(max(frac, 0), 1)
+		v = *lo + frac*(*hi-*lo)
+	case hi != nil:
+		v = *hi
+	case lo != nil:
+		v = *lo
+	default:
+		v = bins[i]
+	}
+	return &v, [2]*float64{lo, hi}
 }
+
+func ptr(v float64) *float64 { return &v }

@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package local
 
 import (
@@ -29,8 +32,14 @@ func TestQuantilesClampedToMinMax(t *testing.T) {
 	s := New("v", nil, func() time.Time { return now })
 	s.Apply(hist([]float64{1, 10}, []int64{1, 1}, 0.5, 4))
 	st := s.Snapshot().Metrics[0].Stats.(HistogramStats)
+	assert.Equal(t, QuantileMethod, st.QuantileMethod)
+	// p50 is rank 1 of 2, at the top of the first bucket [min, 1].
 	assert.InDelta(t, 1.0, *st.P50, 0)
-	assert.InDelta(t, 4.0, *st.P95, 0, "bin 10 clamped to max 4")
+	assert.Equal(t, [2]float64{0.5, 1}, [2]float64{*st.P50Bucket[0], *st.P50Bucket[1]})
+	// p95 is in the last bucket, which max bounds: (1, 10] clamped to 4.
+	assert.Equal(t, [2]float64{1, 4}, [2]float64{*st.P95Bucket[0], *st.P95Bucket[1]})
+	assert.GreaterOrEqual(t, *st.P95, 1.0)
+	assert.LessOrEqual(t, *st.P95, 4.0, "clamped to max 4")
 	assert.Equal(t, int64(2), *st.Count)
 	assert.InDelta(t, 0.5, *st.Mean, 0)
 }
@@ -42,6 +51,26 @@ func TestHistogramWithoutBinsHasNullQuantiles(t *testing.T) {
 	st := s.Snapshot().Metrics[0].Stats.(HistogramStats)
 	assert.Nil(t, st.P50)
 	assert.Nil(t, st.P95)
+}
+
+func TestQuantileBoundsUnknownWithoutMinMax(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := New("v", nil, func() time.Time { return now })
+	n := int64(4)
+	sum := 10.0
+	// A Prometheus histogram: bins but no min or max.
+	s.Apply(&signalsv1.UploadRequest{Metrics: []*signalsv1.Metric{{
+		Name: "h", Type: signalsv1.Metric_HISTOGRAM_METRIC,
+		Datapoints: []*signalsv1.DataPoint{{Value: &signalsv1.DataPoint_Histogram_{Histogram: &signalsv1.DataPoint_Histogram{
+			Bins: []float64{1, 5}, Counts: []int64{2, 2}, Count: &n, Sum: &sum,
+		}}}},
+	}}})
+	st := s.Snapshot().Metrics[0].Stats.(HistogramStats)
+	assert.Nil(t, st.P50Bucket[0], "nothing bounds the first bucket from below")
+	assert.InDelta(t, 1.0, *st.P50Bucket[1], 0)
+	assert.InDelta(t, 1.0, *st.P50, 0)
+	assert.Nil(t, st.P95Bucket[1], "the last bin holds the overflow; no max bounds it")
+	assert.InDelta(t, 1.0, *st.P95Bucket[0], 0)
 }
 
 func TestExpiryAndCap(t *testing.T) {

@@ -35,6 +35,7 @@ type TelemetryBuilder struct {
 	ProcessorInferenceJoinTimeouts    metric.Int64Counter
 	ProcessorInferencePhaseSpans      metric.Int64Counter
 	ProcessorInferenceReleaseFailures metric.Int64Counter
+	ProcessorInferenceReleaseRetries  metric.Int64Counter
 	ProcessorInferenceRequests        metric.Int64Counter
 	ProcessorInferenceSteps           metric.Int64Counter
 }
@@ -107,13 +108,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceJoinEvictions, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_join_evictions",
-		metric.WithDescription("Join entries released early or dropped because the join table reached max_pending; request spans are released, never dropped. [Alpha]"),
+		metric.WithDescription("Join entries pushed out because the join reached max_pending (held spans count one each); held request spans are released early, never dropped, and stage records are forgotten. [Alpha]"),
 		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceJoinPending, err = builder.meter.Int64ObservableUpDownCounter(
 		"otelcol_processor_inference_join_pending",
-		metric.WithDescription("SGLang request spans held back waiting for their stage spans, plus stage records waiting for their request span. [Alpha]"),
+		metric.WithDescription("SGLang request spans held back waiting for their stage spans, plus traces whose stage records wait for their request span (what max_pending caps). [Alpha]"),
 		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
@@ -131,7 +132,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceReleaseFailures, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_release_failures",
-		metric.WithDescription("Held request spans that the next consumer refused when released after the join wait. [Alpha]"),
+		metric.WithDescription("Spans released by the SGLang join that the next consumer refused for good (a permanent error, three tries, the retry queue full, or shutdown); they are lost, and a warning says so. [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorInferenceReleaseRetries, err = builder.meter.Int64Counter(
+		"otelcol_processor_inference_release_retries",
+		metric.WithDescription("Spans released by the SGLang join that the next consumer refused and that are queued to be offered again on the next tick. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -56,7 +56,7 @@ func AssertEqualProcessorInferenceContentRemoved(t *testing.T, tt *componenttest
 func AssertEqualProcessorInferenceJoinEvictions(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_join_evictions",
-		Description: "Join entries released early or dropped because the join table reached max_pending; request spans are released, never dropped. [Alpha]",
+		Description: "Join entries pushed out because the join reached max_pending (held spans count one each); held request spans are released early, never dropped, and stage records are forgotten. [Alpha]",
 		Unit:        "{entry}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -72,7 +72,7 @@ func AssertEqualProcessorInferenceJoinEvictions(t *testing.T, tt *componenttest.
 func AssertEqualProcessorInferenceJoinPending(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_join_pending",
-		Description: "SGLang request spans held back waiting for their stage spans, plus stage records waiting for their request span. [Alpha]",
+		Description: "SGLang request spans held back waiting for their stage spans, plus traces whose stage records wait for their request span (what max_pending caps). [Alpha]",
 		Unit:        "{entry}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -120,7 +120,7 @@ func AssertEqualProcessorInferencePhaseSpans(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorInferenceReleaseFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_release_failures",
-		Description: "Held request spans that the next consumer refused when released after the join wait. [Alpha]",
+		Description: "Spans released by the SGLang join that the next consumer refused for good (a permanent error, three tries, the retry queue full, or shutdown); they are lost, and a warning says so. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -129,6 +129,22 @@ func AssertEqualProcessorInferenceReleaseFailures(t *testing.T, tt *componenttes
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_inference_release_failures")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorInferenceReleaseRetries(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_inference_release_retries",
+		Description: "Spans released by the SGLang join that the next consumer refused and that are queued to be offered again on the next tick. [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_inference_release_retries")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -30,6 +30,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorInferenceJoinTimeouts.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
 	tb.ProcessorInferenceReleaseFailures.Add(context.Background(), 1)
+	tb.ProcessorInferenceReleaseRetries.Add(context.Background(), 1)
 	tb.ProcessorInferenceRequests.Add(context.Background(), 1)
 	tb.ProcessorInferenceSteps.Add(context.Background(), 1)
 	AssertEqualProcessorInferenceAnomalies(t, testTel,
@@ -51,6 +52,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceReleaseFailures(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceReleaseRetries(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceRequests(t, testTel,

@@ -1,119 +1,39 @@
-// Package redact removes prompt and completion content from spans.
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package redact removes prompt and completion content from spans, with
+// inferprof's one content list (internal/privacy).
 package redact // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 
 import (
-	"strings"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/privacy"
 )
 
-// DefaultAttributes are the content keys removed by default. A trailing "*"
-// matches a prefix.
-var DefaultAttributes = []string{
-	"gen_ai.prompt*",
-	"gen_ai.completion*",
-	"gen_ai.input.messages",
-	"gen_ai.output.messages",
-	"gen_ai.system_instructions",
-	"gen_ai.tool.call.arguments",
-	"gen_ai.tool.call.result",
-	"llm.prompts",
-	"llm.completions",
-}
+// DefaultAttributes are the content keys removed by default: privacy.Attributes.
+var DefaultAttributes = privacy.Attributes
 
-// DefaultEvents are the content span events removed by default: the GenAI
-// semconv message events, old and new.
-var DefaultEvents = []string{
-	"gen_ai.content.prompt",
-	"gen_ai.content.completion",
-	"gen_ai.system.message",
-	"gen_ai.user.message",
-	"gen_ai.assistant.message",
-	"gen_ai.tool.message",
-	"gen_ai.choice",
-	"gen_ai.client.inference.operation.details",
-}
+// DefaultEvents are the content span events removed by default: privacy.Events.
+var DefaultEvents = privacy.Events
 
-// Matcher matches keys against exact names and prefixes.
-type Matcher struct {
-	// exact holds the exact names by length: a key is compared only with
-	// names of its own length, and most keys have none. A few string
-	// compares beat hashing the key for a map lookup.
-	exact    [][]string
-	prefixes []prefix
-	minLen   int // shortest pattern body; shorter keys cannot match
-}
-
-// prefix is a "x*" pattern's body with its last byte, compared first: most
-// keys share "gen_ai." with the patterns and differ further on, so one byte
-// rejects them without a call to compare the whole prefix.
-type prefix struct {
-	body string
-	last byte
-}
+// Matcher matches keys against exact names and "x*" prefixes.
+type Matcher = privacy.Matcher
 
 // NewMatcher compiles patterns; "x*" matches every key starting with "x".
-func NewMatcher(patterns []string) *Matcher {
-	m := &Matcher{minLen: -1}
-	for _, p := range patterns {
-		body, isPrefix := strings.CutSuffix(p, "*")
-		if m.minLen < 0 || len(body) < m.minLen {
-			m.minLen = len(body)
-		}
-		if isPrefix {
-			var last byte
-			if body != "" {
-				last = body[len(body)-1]
-			}
-			m.prefixes = append(m.prefixes, prefix{body: body, last: last})
-			continue
-		}
-		if len(p) >= len(m.exact) {
-			m.exact = append(m.exact, make([][]string, len(p)+1-len(m.exact))...)
-		}
-		m.exact[len(p)] = append(m.exact[len(p)], p)
-	}
-	if m.minLen < 0 {
-		m.minLen = 0
-	}
-	return m
-}
-
-// Match reports whether key matches a pattern.
-func (m *Matcher) Match(key string) bool {
-	if len(key) < m.minLen {
-		return false
-	}
-	if len(key) < len(m.exact) {
-		for _, e := range m.exact[len(key)] {
-			if key == e {
-				return true
-			}
-		}
-	}
-	for _, p := range m.prefixes {
-		n := len(p.body)
-		if n == 0 || (len(key) >= n && key[n-1] == p.last && key[:n] == p.body) {
-			return true
-		}
-	}
-	return false
-}
+func NewMatcher(patterns []string) *Matcher { return privacy.NewMatcher(patterns) }
 
 // Redactor removes content from a span.
-type Redactor struct {
-	attrs  *Matcher
-	events *Matcher
-}
+type Redactor struct{ s *privacy.Scrubber }
 
 // New returns a redactor for the given attribute and event patterns.
 func New(attrs, events []string) *Redactor {
-	return &Redactor{attrs: NewMatcher(attrs), events: NewMatcher(events)}
+	return &Redactor{s: privacy.NewScrubber(attrs, events)}
 }
 
 // AttributeMatcher matches the content attribute keys.
-func (r *Redactor) AttributeMatcher() *Matcher { return r.attrs }
+func (r *Redactor) AttributeMatcher() *Matcher { return r.s.AttributeMatcher() }
 
 // Span removes content attributes from the span and its events, and
 // content events. It returns how many attributes and events it removed.
@@ -123,46 +43,11 @@ func (r *Redactor) Span(span ptrace.Span) (attrs, events int) {
 }
 
 // Attributes removes content attributes from m and returns how many.
-func (r *Redactor) Attributes(m pcommon.Map) int {
-	return r.removeAttrs(m)
-}
+func (r *Redactor) Attributes(m pcommon.Map) int { return r.s.Map(m) }
 
 // Events removes content events from the span, and content attributes from
 // its other events. It returns how many attributes and events it removed.
 func (r *Redactor) Events(span ptrace.Span) (attrs, events int) {
-	evs := span.Events()
-	if evs.Len() == 0 {
-		return attrs, 0
-	}
-	for i := 0; i < evs.Len(); i++ {
-		if r.events.Match(evs.At(i).Name()) {
-			events++
-		}
-	}
-	if events > 0 {
-		evs.RemoveIf(func(e ptrace.SpanEvent) bool {
-			return r.events.Match(e.Name())
-		})
-	}
-	for i := 0; i < evs.Len(); i++ {
-		attrs += r.removeAttrs(evs.At(i).Attributes())
-	}
-	return attrs, events
-}
-
-// removeAttrs walks m once to count the content keys, and edits it only
-// when there are some: most spans carry none.
-func (r *Redactor) removeAttrs(m pcommon.Map) int {
-	n := 0
-	for k := range m.All() {
-		if r.attrs.Match(k) {
-			n++
-		}
-	}
-	if n > 0 {
-		m.RemoveIf(func(k string, _ pcommon.Value) bool {
-			return r.attrs.Match(k)
-		})
-	}
-	return n
+	rm := r.s.SpanEvents(span)
+	return rm.Attributes, rm.Events
 }

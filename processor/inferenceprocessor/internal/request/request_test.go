@@ -1,6 +1,10 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package request
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,27 +23,50 @@ func newSpan(name string, attrs map[string]any) ptrace.Span {
 }
 
 func TestClassify(t *testing.T) {
+	v1 := map[string]any{names.AttrTimeToFirstToken: 0.1, names.AttrE2E: 1.0, names.AttrTimeInPrefill: 0.05,
+		names.AttrTimeInDecode: 0.8, srcInference: 0.85, names.AttrRequestID: "chatcmpl-1"}
+	trt := map[string]any{names.AttrTimeToFirstToken: 0.1, names.AttrE2E: 1.0, names.AttrTimeInQueue: 0.01,
+		names.AttrRequestID: int64(7)}
 	for _, tc := range []struct {
 		name  string
 		attrs map[string]any
 		event string
 		want  Kind
 	}{
-		{"llm_request", nil, "", KindVLLM},
-		{"llm_request", map[string]any{"gen_ai.latency.kv_cache_transfer_time": 0.1}, "", KindTensorRTLLM},
-		{"llm_request", nil, "gen_server.selected", KindTensorRTLLM},
-		{"openai_chat", map[string]any{names.AttrE2E: 1.0, names.AttrTimeToFirstToken: 0.1}, "", KindTensorRTLLM},
-		{"openai_chat", map[string]any{names.AttrE2E: 1.0}, "", KindNone},
+		{"llm_request", v1, "", KindVLLM},
+		{"llm_request", trt, "", KindTensorRTLLM},
+		// TensorRT-LLM's -1 sentinels, string id: still no prefill figure.
+		{"llm_request", map[string]any{names.AttrE2E: -1.0, srcTopK: int64(40)}, "", KindTensorRTLLM},
+		{"llm_request", map[string]any{names.AttrE2E: 1.0, srcKVTransfer: 0.1}, "", KindTensorRTLLM},
+		{"llm_request", map[string]any{names.AttrE2E: 1.0}, "gen_server.selected", KindTensorRTLLM},
+		// vLLM V0 wrote no prefill/decode but time_in_scheduler.
+		{"llm_request", map[string]any{names.AttrE2E: 1.0, names.AttrTimeToFirstToken: 0.1, srcScheduler: 0.01}, "", KindVLLM},
+		// The journey branch's API span: api.* events, no latency.
+		{"llm_request", map[string]any{names.AttrRequestID: "chatcmpl-1"}, "api.ARRIVED", KindVLLM},
+		{"llm_core", nil, "journey.QUEUED", KindVLLMCore},
+		{"llm_core", nil, "", KindNone},
+		// Nothing an engine writes: no catch-all.
+		{"llm_request", nil, "", KindNone},
+		{"llm_request", map[string]any{names.AttrE2E: 1.0, names.AttrTimeToFirstToken: 0.1}, "", KindNone},
+		{"openai_chat", map[string]any{names.AttrE2E: 1.0, names.AttrTimeToFirstToken: 0.1}, "", KindNone},
 		{" Req 1a2b3c4d", nil, "", KindSGLangRoot},
+		{"Req 1a2b3c4d", nil, "", KindSGLangRoot},
 		{"prefill Req 1a2b3c4d", nil, "", KindSGLangRoot},
 		{"decode Req 1a2b", nil, "", KindSGLangRoot},
-		{"Req 1a2b3c4d", nil, "", KindNone}, // no leading space: not SGLang's format
 		{"my Req handler x", nil, "", KindNone},
+		{"Request 1a2b", nil, "", KindNone},
+		{"Scheduler [TP 0] (host:1a2b3c4d | pid:777)", nil, "", KindNone},
+		{"Bootstrap Room 0x3ade68b1", nil, "", KindNone},
 		{"prefill_waiting", nil, "", KindSGLangStage},
 		{"decode_loop", nil, "", KindSGLangStage},
+		{"api_server_dispatch", nil, "", KindSGLangStage},
+		{"dpc_dispatch", nil, "", KindSGLangStage},
 		{"generate", map[string]any{"total_time": "1.2s"}, "", KindTGI},
 		{"chat_completions", map[string]any{"queue_time": "1ms"}, "", KindTGI},
-		{"generate", nil, "", KindNone}, // a generic name without TGI's fields
+		{"generate_stream", map[string]any{"parameters": "GenerateParameters { }"}, "", KindTGI},
+		{"completions", map[string]any{codeNamespace: tgiRouterMod}, "", KindTGI},
+		{"generate", map[string]any{codeNamespace: "text_generation_router::infer"}, "", KindNone}, // Infer's span
+		{"generate", nil, "", KindNone},                                                            // a generic name without TGI's fields
 		{names.SpanEngineStep, map[string]any{names.AttrStepIndex: 1}, "", KindNone},
 		{"GET /health", nil, "", KindNone},
 	} {
@@ -47,8 +74,37 @@ func TestClassify(t *testing.T) {
 		if tc.event != "" {
 			s.Events().AppendEmpty().SetName(tc.event)
 		}
-		assert.Equalf(t, tc.want, Classify(s), "%q %v", tc.name, tc.attrs)
+		assert.Equalf(t, tc.want, Classify(s), "%q %v %q", tc.name, tc.attrs, tc.event)
 	}
+}
+
+func TestSGLangRole(t *testing.T) {
+	for name, want := range map[string]string{
+		" Req 1a2b3c4d": RoleUnified, "Req 1a2b3c4d": RoleUnified, "prefill Req 1a2b3c4d": RolePrefill,
+		"decode Req 1a2b3c4d": RoleDecode, "unknown Req 1a2b3c4d": RoleUnified,
+	} {
+		got, ok := SGLangRole(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, want, got, name)
+	}
+	for _, name := range []string{"Req ", " Req ", "x Req y", "Req a b", "decode Req " + strings.Repeat("a", 65)} {
+		_, ok := SGLangRole(name)
+		assert.False(t, ok, name)
+	}
+}
+
+func TestFailureOf(t *testing.T) {
+	for in, want := range map[string]string{
+		`["stop"]`: "", `["abort"]`: "abort", `["cancelled"]`: "cancelled", `["timeout"]`: "timeout",
+		`["error"]`: "error", `["stop", "abort"]`: "abort", `["not_finished"]`: "", "abort": "abort",
+		`["errors"]`: "", `["length"]`: "", `"`: "", ``: "",
+	} {
+		assert.Equal(t, want, failureOf(pcommon.NewValueStr(in)), in)
+	}
+	sl := pcommon.NewValueSlice()
+	sl.Slice().AppendEmpty().SetStr("stop")
+	sl.Slice().AppendEmpty().SetStr("timeout")
+	assert.Equal(t, "timeout", failureOf(sl))
 }
 
 func TestTGIDurations(t *testing.T) {

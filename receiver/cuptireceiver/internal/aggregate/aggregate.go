@@ -1,3 +1,6 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package aggregate sums CUDA activity records per source, device and kernel
 // series between flushes, without allocating per record.
 package aggregate // import "github.com/inferprof/inferprof/receiver/cuptireceiver/internal/aggregate"
@@ -282,20 +285,47 @@ func NewCache() *Cache { return &Cache{} }
 // does not cover fall into the overflow series. It returns how many records
 // were dropped because the key table was full.
 func (a *Aggregator) Add(src uint32, recs []cuptiwire.Record, kernels []uint32, c *Cache) (dropped int) {
+	return a.add(src, recs, kernels, c, true, true)
+}
+
+// AddTrace aggregates records of a Kineto trace. A trace is read in
+// batches in no particular time order, so its busy time and time range
+// come from the reader (AddTraceRange, AddBusy), not from the records;
+// spans are sampled only from records with Unix times (absolute).
+func (a *Aggregator) AddTrace(src uint32, recs []cuptiwire.Record, kernels []uint32, c *Cache, absolute bool) (dropped int) {
+	return a.add(src, recs, kernels, c, false, absolute)
+}
+
+// AddTraceRange extends the time range the source's points span this
+// interval with a trace's [lo, hi), in Unix ns.
+func (a *Aggregator) AddTraceRange(src uint32, lo, hi uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if int(src) >= len(a.srcSpan) || hi <= lo {
+		return
+	}
+	sp := &a.srcSpan[src]
+	if sp.lo == 0 || lo < sp.lo {
+		sp.lo = lo
+	}
+	sp.hi = max(sp.hi, hi)
+}
+
+// AddBusy adds a device's busy time, computed elsewhere, to the interval.
+func (a *Aggregator) AddBusy(src uint32, device uint16, ns uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ns > 0 {
+		a.busyVals[a.busySlot(busyKey{src: src, device: device})].busy += ns
+	}
+}
+
+func (a *Aggregator) add(src uint32, recs []cuptiwire.Record, kernels []uint32, c *Cache, sweep, spans bool) (dropped int) {
 	if len(c.kern) < len(kernels) {
 		c.kern = append(c.kern, make([]slotRef, len(kernels)-len(c.kern))...)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if int(src) < len(a.srcList) && a.srcList[src].Kind == SourceKindKineto {
-		sp := &a.srcSpan[src]
-		for i := range recs {
-			if sp.lo == 0 || recs[i].Start < sp.lo {
-				sp.lo = recs[i].Start
-			}
-			sp.hi = max(sp.hi, recs[i].End)
-		}
-	}
 	for i := range recs {
 		r := &recs[i]
 		var ref *slotRef
@@ -324,10 +354,10 @@ func (a *Aggregator) Add(src uint32, recs []cuptiwire.Record, kernels []uint32, 
 		v.dur += r.End - r.Start
 		v.count++
 		v.bytes += r.Bytes
-		if a.spanStride > 0 && r.Kind == cuptiwire.RecordKindKernel {
+		if spans && a.spanStride > 0 && r.Kind == cuptiwire.RecordKindKernel {
 			a.sampleSpan(src, r, kernels)
 		}
-		if r.Kind != cuptiwire.RecordKindSync && r.Device != cuptiwire.DeviceUnknown {
+		if sweep && r.Kind != cuptiwire.RecordKindSync && r.Device != cuptiwire.DeviceUnknown {
 			var b int32
 			if int(r.Device) < len(c.busy) && c.busy[r.Device] > 0 {
 				b = c.busy[r.Device] - 1
@@ -489,9 +519,9 @@ func (a *Aggregator) busySlot(k busyKey) int32 {
 }
 
 // sweep adds [start, end) to the device's busy union. It is exact when
-// records arrive in start order per device, which CUPTI buffers nearly give
-// and the Kineto reader ensures by sorting; an out-of-order record that lies
-// wholly before the union's end adds nothing.
+// records arrive in start order per device, which CUPTI buffers nearly give;
+// an out-of-order record that lies wholly before the union's end adds
+// nothing. (Kineto traces bring their own union: AddBusy.)
 func (s *busyState) sweep(start, end uint64) {
 	switch {
 	case start >= s.end:

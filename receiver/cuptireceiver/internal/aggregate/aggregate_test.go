@@ -308,7 +308,12 @@ func TestKinetoTraceEmittedOverItsOwnRange(t *testing.T) {
 		s := base + uint64(i)*sec
 		recs = append(recs, cuptiwire.Record{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: s, End: s + 9*sec/10})
 	}
-	a.Add(src, recs, k, NewCache())
+	// As the Kineto reader hands a trace over: records in batches, then the
+	// trace's range and the busy union it computed (60 × 0.9 s).
+	a.AddTrace(src, recs[:30], k, NewCache(), true)
+	a.AddTrace(src, recs[30:], k, NewCache(), true)
+	a.AddTraceRange(src, base, base+59*sec+9*sec/10)
+	a.AddBusy(src, 0, 54*sec)
 	now := pcommon.Timestamp(base + 100*sec)
 	m := a.Flush(now) // one 10 s interval reads the whole trace
 	dps := m.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()

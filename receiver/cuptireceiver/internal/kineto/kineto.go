@@ -1,129 +1,301 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kineto reads PyTorch profiler (Kineto) Chrome-trace files into
 // the same records the CUPTI injection library sends, so one aggregation
-// serves both sources.
+// serves both sources. It streams: a JSON tokenizer keeps only the fields it
+// uses, records leave in batches, and memory is bounded by fixed caps, not
+// by the size of the file.
 package kineto // import "github.com/inferprof/inferprof/receiver/cuptireceiver/internal/kineto"
 
 import (
-	"bufio"
-	"compress/gzip"
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 )
 
-// MaxRecords bounds the GPU events taken from one file, so a huge or hostile
-// file cannot exhaust memory.
-const MaxRecords = 4 << 20
+// Limits bound what one file may hold in memory.
+type Limits struct {
+	// Batch is how many records are held before they go to the handler.
+	// A file with fewer GPU events is handed over whole, at its end, with
+	// baseTimeNanoseconds applied wherever it appears in the file.
+	Batch int
+	// Intervals bounds the busy intervals kept per file (16 bytes each);
+	// past it the smallest idle gaps are merged, overstating busy time by
+	// their sum (Summary.BusyOverstated).
+	Intervals int
+	// NameBytes bounds the kernel-name table; later new names go to the
+	// overflow id 0, which the aggregator sums as "other".
+	NameBytes int
+}
 
-// ErrNotTrace means the input is JSON but not a Kineto trace.
-var ErrNotTrace = errors.New("not a Kineto trace")
+// DefaultLimits keep a file's state under about 40 MiB, whatever its size:
+// 128 Ki records (7 MiB), 1 Mi intervals (16 MiB), 16 MiB of names.
+var DefaultLimits = Limits{Batch: 1 << 17, Intervals: 1 << 20, NameBytes: 16 << 20}
 
-// Trace is what a file held: GPU activity records in start order, and the
-// kernel names their Name ids point at (Names[id-1]).
-type Trace struct {
-	Names   []string
-	Records []cuptiwire.Record
+// Handler receives a trace while it is read.
+type Handler interface {
+	// Kernel defines a kernel name id (from 1) before any record uses it;
+	// name is valid only during the call.
+	Kernel(id uint32, name []byte)
+	// Records hands over a batch of records, valid only during the call.
+	// Times are Unix ns when absolute is true; otherwise they are relative
+	// to a baseTimeNanoseconds the file gives later (only a file with more
+	// than Limits.Batch GPU events in PyTorch 2.x's layout, which writes
+	// the base after the events).
+	Records(recs []cuptiwire.Record, absolute bool)
+}
+
+// DeviceBusy is the union of a device's kernel, memcpy and memset time.
+type DeviceBusy struct {
+	Device uint16
+	NS     uint64
+}
+
+// Summary is what a whole file held.
+type Summary struct {
+	Events    uint64 // trace events read
+	Records   uint64 // GPU records handed over
+	Lo, Hi    uint64 // Unix ns range of the records; 0, 0 when none
+	Busy      []DeviceBusy
+	Overflow  uint64 // records whose kernel name went to the overflow id
+	Unordered bool   // some batch left before the base time was known
+	// BusyOverstated bounds the idle time merged into busy time because a
+	// device had more than Limits.Intervals separate busy intervals (a
+	// later record inside a merged gap makes the real error smaller).
+	BusyOverstated uint64
 }
 
 // ReadFile reads a .json or .json.gz trace file.
-func ReadFile(path string) (*Trace, error) {
+func ReadFile(path string, h Handler, lim Limits) (Summary, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return Summary{}, err
 	}
 	defer f.Close()
-	var r io.Reader = bufio.NewReaderSize(f, 256<<10)
+	var r io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(r)
+		zr, err := gzipReader(f)
 		if err != nil {
-			return nil, fmt.Errorf("gunzip: %w", err)
+			return Summary{}, err
 		}
 		defer zr.Close()
-		r = zr
+		p := newPipeReader(zr)
+		defer p.Close()
+		r = p
 	}
-	return Read(r)
+	return Read(r, h, lim)
 }
 
-type event struct {
-	Ph   string          `json:"ph"`
-	Cat  string          `json:"cat"`
-	Name string          `json:"name"`
-	Ts   json.Number     `json:"ts"`
-	Dur  json.Number     `json:"dur"`
-	Args json.RawMessage `json:"args"`
-}
-
-type gpuArgs struct {
-	Device   *int64 `json:"device"`
-	Stream   int64  `json:"stream"`
-	Corr     int64  `json:"correlation"`
-	Bytes    int64  `json:"bytes"`
-	SyncKind string `json:"cuda_sync_kind"`
-}
-
-// Read decodes one trace, streaming over traceEvents so that memory grows
-// with the GPU events kept, not with the file.
-func Read(r io.Reader) (*Trace, error) {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	if err := expectDelim(dec, '{'); err != nil {
-		return nil, err
+// gzipReader decompresses with klauspost/compress, about twice as fast as
+// the standard library's inflate on these files.
+func gzipReader(r io.Reader) (*gzip.Reader, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
 	}
-	t := &Trace{}
-	names := map[string]uint32{}
-	var base uint64
-	seenEvents := false
-	for dec.More() {
-		tok, err := dec.Token()
+	return zr, nil
+}
+
+// reader turns events into records and keeps the per-file state.
+type reader struct {
+	h       Handler
+	lim     Limits
+	names   map[string]uint32
+	nameLen int
+	nextID  uint32
+	batch   []cuptiwire.Record
+	busy    map[uint16]*intervals
+	sum     Summary
+	base    uint64
+	hasBase bool
+	lo, hi  uint64 // relative to base when emitted before it was known
+	sorted  []cuptiwire.Record
+}
+
+// Read decodes one trace from r.
+func Read(r io.Reader, h Handler, lim Limits) (Summary, error) {
+	rd := &reader{h: h, lim: lim, names: map[string]uint32{}, nextID: 1, busy: map[uint16]*intervals{}}
+	rd.batch = make([]cuptiwire.Record, 0, min(lim.Batch, 4096))
+	d := NewDecoder(r, GPUCategories)
+	var ev Event
+	for {
+		ok, err := d.Next(&ev)
 		if err != nil {
-			return nil, fmt.Errorf("read key: %w", err)
+			return rd.sum, err
 		}
-		k, _ := tok.(string)
-		switch k {
-		case "traceEvents":
-			seenEvents = true
-			if err := readEvents(dec, t, names); err != nil {
-				return nil, err
-			}
-		case "baseTimeNanoseconds":
-			var n json.Number
-			if err := dec.Decode(&n); err != nil {
-				return nil, fmt.Errorf("baseTimeNanoseconds: %w", err)
-			}
-			v, err := strconv.ParseUint(n.String(), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("baseTimeNanoseconds %q: %w", n, err)
-			}
-			base = v
-		default:
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return nil, fmt.Errorf("value of %q: %w", k, err)
-			}
+		if !ok {
+			break
+		}
+		rd.sum.Events++
+		if !rd.hasBase {
+			rd.base, rd.hasBase = d.Base()
+		}
+		if err := rd.add(&ev); err != nil {
+			return rd.sum, fmt.Errorf("traceEvents[%d] (%q): %w", rd.sum.Events-1, ev.Name, err)
 		}
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("end of trace: %w", err)
+	rd.base, rd.hasBase = d.Base()
+	if err := rd.flush(true); err != nil {
+		return rd.sum, err
 	}
-	if !seenEvents {
-		return nil, fmt.Errorf("no traceEvents: %w", ErrNotTrace)
-	}
-	// Kineto writes ts relative to baseTimeNanoseconds when it is present.
-	for i := range t.Records {
-		if t.Records[i].End+base < t.Records[i].End {
-			return nil, fmt.Errorf("baseTimeNanoseconds %d overflows timestamps: %w", base, ErrNotTrace)
+	if rd.sum.Records > 0 {
+		rd.sum.Lo, rd.sum.Hi = rd.lo, rd.hi
+		if rd.sum.Unordered {
+			if rd.hi+rd.base < rd.hi {
+				return rd.sum, fmt.Errorf("baseTimeNanoseconds %d overflows timestamps: %w", rd.base, ErrNotTrace)
+			}
+			rd.sum.Lo, rd.sum.Hi = rd.lo+rd.base, rd.hi+rd.base
 		}
-		t.Records[i].Start += base
-		t.Records[i].End += base
 	}
-	slices.SortStableFunc(t.Records, func(a, b cuptiwire.Record) int {
+	for dev, iv := range rd.busy {
+		rd.sum.Busy = append(rd.sum.Busy, DeviceBusy{Device: dev, NS: iv.total()})
+		rd.sum.BusyOverstated += iv.overstated
+	}
+	slices.SortFunc(rd.sum.Busy, func(a, b DeviceBusy) int { return int(a.Device) - int(b.Device) })
+	return rd.sum, nil
+}
+
+func kindOf(c Category) cuptiwire.RecordKind {
+	switch c {
+	case CatKernel:
+		return cuptiwire.RecordKindKernel
+	case CatMemcpy:
+		return cuptiwire.RecordKindMemcpy
+	case CatMemset:
+		return cuptiwire.RecordKindMemset
+	case CatSync:
+		return cuptiwire.RecordKindSync
+	}
+	return 0
+}
+
+func (rd *reader) add(ev *Event) error {
+	kind := kindOf(ev.Cat)
+	if kind == 0 || ev.Phase != 'X' {
+		return nil
+	}
+	if ev.TSErr != nil {
+		return ev.TSErr
+	}
+	if !ev.HasTS {
+		return errors.New("ts: missing")
+	}
+	if !ev.HasDur {
+		return errors.New("dur: missing")
+	}
+	if ev.TS+ev.Dur < ev.TS {
+		return errors.New("ts plus dur overflows")
+	}
+	rec := cuptiwire.Record{
+		Kind:        kind,
+		Device:      cuptiwire.DeviceUnknown,
+		Stream:      uint32(ev.Stream),
+		Start:       ev.TS,
+		End:         ev.TS + ev.Dur,
+		Correlation: uint32(ev.Corr),
+	}
+	if ev.Device >= 0 && ev.Device < int64(cuptiwire.DeviceUnknown) {
+		rec.Device = uint16(ev.Device)
+	}
+	if ev.Bytes > 0 {
+		rec.Bytes = uint64(ev.Bytes)
+	}
+	switch kind {
+	case cuptiwire.RecordKindKernel:
+		rec.Name = rd.nameID(ev.Name)
+	case cuptiwire.RecordKindMemcpy:
+		rec.Sub = MemcpyKind(ev.Name)
+	case cuptiwire.RecordKindMemset:
+		rec.Sub = MemsetKind(ev.Name)
+	case cuptiwire.RecordKindSync:
+		s := ev.SyncKind
+		if len(s) == 0 {
+			s = ev.Name
+		}
+		rec.Sub = SyncKind(s)
+	}
+	rd.batch = append(rd.batch, rec)
+	if len(rd.batch) >= rd.lim.Batch {
+		return rd.flush(false)
+	}
+	return nil
+}
+
+// nameID returns the id of a kernel name, defining it with the handler the
+// first time; past the name-table limit new names get the overflow id 0.
+func (rd *reader) nameID(name []byte) uint32 {
+	if id, ok := rd.names[string(name)]; ok {
+		return id
+	}
+	if rd.nextID >= cuptiwire.MaxStringID || rd.nameLen+len(name) > rd.lim.NameBytes {
+		rd.sum.Overflow++
+		return 0
+	}
+	id := rd.nextID
+	rd.nextID++
+	rd.names[string(name)] = id
+	rd.nameLen += len(name)
+	rd.h.Kernel(id, name)
+	return id
+}
+
+// flush hands the held records over and adds them to the busy intervals.
+// Before the last batch of a file whose base time is still unknown the
+// records stay relative, and the summary says so.
+func (rd *reader) flush(last bool) error {
+	if len(rd.batch) == 0 {
+		return nil
+	}
+	base := uint64(0)
+	if rd.hasBase {
+		base = rd.base
+	} else if !last {
+		rd.sum.Unordered = true
+	}
+	if rd.sum.Unordered {
+		base = 0 // every batch of the file in one time frame; Read shifts lo and hi
+	}
+	for i := range rd.batch {
+		r := &rd.batch[i]
+		if r.End+base < r.End {
+			return fmt.Errorf("baseTimeNanoseconds %d overflows timestamps: %w", base, ErrNotTrace)
+		}
+		r.Start += base
+		r.End += base
+		if rd.sum.Records == 0 && i == 0 || r.Start < rd.lo {
+			rd.lo = r.Start
+		}
+		rd.hi = max(rd.hi, r.End)
+	}
+	rd.h.Records(rd.batch, !rd.sum.Unordered)
+	rd.sum.Records += uint64(len(rd.batch))
+	rd.addBusy()
+	rd.batch = rd.batch[:0]
+	return nil
+}
+
+// addBusy merges the batch's kernel, memcpy and memset intervals into each
+// device's union (synchronization is host time and is left out).
+func (rd *reader) addBusy() {
+	rd.sorted = rd.sorted[:0]
+	for _, r := range rd.batch {
+		if r.Kind != cuptiwire.RecordKindSync && r.Device != cuptiwire.DeviceUnknown && r.End > r.Start {
+			rd.sorted = append(rd.sorted, r)
+		}
+	}
+	slices.SortFunc(rd.sorted, func(a, b cuptiwire.Record) int {
+		if a.Device != b.Device {
+			return int(a.Device) - int(b.Device)
+		}
 		switch {
 		case a.Start < b.Start:
 			return -1
@@ -132,158 +304,90 @@ func Read(r io.Reader) (*Trace, error) {
 		}
 		return 0
 	})
-	return t, nil
-}
-
-func expectDelim(dec *json.Decoder, want json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("read trace: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != want {
-		return fmt.Errorf("expected %q, got %v: %w", want, tok, ErrNotTrace)
-	}
-	return nil
-}
-
-func readEvents(dec *json.Decoder, t *Trace, names map[string]uint32) error {
-	if err := expectDelim(dec, '['); err != nil {
-		return fmt.Errorf("traceEvents: %w", err)
-	}
-	var ev event
-	for i := 0; dec.More(); i++ {
-		ev = event{}
-		if err := dec.Decode(&ev); err != nil {
-			return fmt.Errorf("traceEvents[%d]: %w", i, err)
+	for i := 0; i < len(rd.sorted); {
+		j := i
+		for j < len(rd.sorted) && rd.sorted[j].Device == rd.sorted[i].Device {
+			j++
 		}
-		kind := kindOf(ev.Cat)
-		if kind == 0 || ev.Ph != "X" {
+		iv := rd.busy[rd.sorted[i].Device]
+		if iv == nil {
+			iv = &intervals{max: max(rd.lim.Intervals, 2)}
+			rd.busy[rd.sorted[i].Device] = iv
+		}
+		iv.merge(rd.sorted[i:j])
+		i = j
+	}
+}
+
+// intervals is a sorted list of disjoint [lo, hi) busy intervals.
+type intervals struct {
+	iv, spare  [][2]uint64
+	max        int
+	overstated uint64
+	gaps       []uint64
+}
+
+// merge adds records sorted by start.
+func (s *intervals) merge(recs []cuptiwire.Record) {
+	out := s.spare[:0]
+	i := 0
+	push := func(lo, hi uint64) {
+		if n := len(out); n > 0 && lo <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], hi)
+			return
+		}
+		out = append(out, [2]uint64{lo, hi})
+	}
+	for _, r := range recs {
+		for i < len(s.iv) && s.iv[i][0] <= r.Start {
+			push(s.iv[i][0], s.iv[i][1])
+			i++
+		}
+		push(r.Start, r.End)
+	}
+	for ; i < len(s.iv); i++ {
+		push(s.iv[i][0], s.iv[i][1])
+	}
+	s.iv, s.spare = out, s.iv
+	if len(s.iv) > s.max {
+		s.shrink()
+	}
+}
+
+// shrink merges the smallest idle gaps until half the limit is used.
+func (s *intervals) shrink() {
+	s.gaps = s.gaps[:0]
+	for i := 1; i < len(s.iv); i++ {
+		s.gaps = append(s.gaps, s.iv[i][0]-s.iv[i-1][1])
+	}
+	slices.Sort(s.gaps)
+	cut := s.gaps[len(s.iv)-s.max/2-1] // merging gaps up to this size leaves about max/2 intervals
+	out := s.iv[:1]
+	merged := len(s.iv) - s.max/2
+	for i := 1; i < len(s.iv); i++ {
+		gap := s.iv[i][0] - out[len(out)-1][1]
+		if gap <= cut && merged > 0 {
+			s.overstated += gap
+			out[len(out)-1][1] = s.iv[i][1]
+			merged--
 			continue
 		}
-		if len(t.Records) >= MaxRecords {
-			return fmt.Errorf("more than %d GPU events: %w", MaxRecords, ErrNotTrace)
-		}
-		rec, err := convert(&ev, kind, t, names)
-		if err != nil {
-			return fmt.Errorf("traceEvents[%d] (%s %q): %w", i, ev.Cat, ev.Name, err)
-		}
-		t.Records = append(t.Records, rec)
+		out = append(out, s.iv[i])
 	}
-	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("end of traceEvents: %w", err)
-	}
-	return nil
+	s.iv = out
 }
 
-func kindOf(cat string) cuptiwire.RecordKind {
-	switch cat {
-	case "kernel":
-		return cuptiwire.RecordKindKernel
-	case "gpu_memcpy":
-		return cuptiwire.RecordKindMemcpy
-	case "gpu_memset":
-		return cuptiwire.RecordKindMemset
-	case "cuda_sync":
-		return cuptiwire.RecordKindSync
+func (s *intervals) total() uint64 {
+	var t uint64
+	for _, v := range s.iv {
+		t += v[1] - v[0]
 	}
-	return 0
-}
-
-func convert(ev *event, kind cuptiwire.RecordKind, t *Trace, names map[string]uint32) (cuptiwire.Record, error) {
-	start, err := micros(ev.Ts)
-	if err != nil {
-		return cuptiwire.Record{}, fmt.Errorf("ts: %w", err)
-	}
-	dur, err := micros(ev.Dur)
-	if err != nil {
-		return cuptiwire.Record{}, fmt.Errorf("dur: %w", err)
-	}
-	if start+dur < start {
-		return cuptiwire.Record{}, errors.New("ts plus dur overflows")
-	}
-	var a gpuArgs
-	if len(ev.Args) > 0 {
-		if err := json.Unmarshal(ev.Args, &a); err != nil {
-			return cuptiwire.Record{}, fmt.Errorf("args: %w", err)
-		}
-	}
-	rec := cuptiwire.Record{
-		Kind:        kind,
-		Device:      cuptiwire.DeviceUnknown,
-		Stream:      uint32(a.Stream),
-		Start:       start,
-		End:         start + dur,
-		Correlation: uint32(a.Corr),
-	}
-	if a.Device != nil && *a.Device >= 0 && *a.Device < int64(cuptiwire.DeviceUnknown) {
-		rec.Device = uint16(*a.Device)
-	}
-	if a.Bytes > 0 {
-		rec.Bytes = uint64(a.Bytes)
-	}
-	switch kind {
-	case cuptiwire.RecordKindKernel:
-		id, ok := names[ev.Name]
-		if !ok {
-			if len(names) >= cuptiwire.MaxStringID-1 {
-				return rec, fmt.Errorf("more than %d kernel names", cuptiwire.MaxStringID-1)
-			}
-			t.Names = append(t.Names, ev.Name)
-			id = uint32(len(t.Names))
-			names[ev.Name] = id
-		}
-		rec.Name = id
-	case cuptiwire.RecordKindMemcpy:
-		rec.Sub = MemcpyKind(ev.Name)
-	case cuptiwire.RecordKindMemset:
-		rec.Sub = MemsetKind(ev.Name)
-	case cuptiwire.RecordKindSync:
-		s := a.SyncKind
-		if s == "" {
-			s = ev.Name
-		}
-		rec.Sub = SyncKind(s)
-	}
-	return rec, nil
-}
-
-// micros parses a non-negative microsecond number ("12", "41.407") into
-// nanoseconds exactly: float64 would lose nanoseconds on epoch timestamps.
-func micros(n json.Number) (uint64, error) {
-	s := n.String()
-	if s == "" {
-		return 0, errors.New("missing")
-	}
-	if strings.ContainsAny(s, "eE-") {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || f < 0 || f > 1.8e13 {
-			return 0, fmt.Errorf("bad microseconds %q", s)
-		}
-		return uint64(f*1000 + 0.5), nil
-	}
-	intPart, frac, _ := strings.Cut(s, ".")
-	whole, err := strconv.ParseUint(intPart, 10, 64)
-	if err != nil || whole > 1<<63/1000 {
-		return 0, fmt.Errorf("bad microseconds %q", s)
-	}
-	ns := whole * 1000
-	for i, scale := 0, uint64(100); i < len(frac) && i < 3; i, scale = i+1, scale/10 {
-		c := frac[i]
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("bad microseconds %q", s)
-		}
-		ns += uint64(c-'0') * scale
-	}
-	return ns, nil
+	return t
 }
 
 // MemcpyKind maps "Memcpy HtoD (Pageable -> Device)" to CUPTI's memcpy kind.
-func MemcpyKind(name string) uint8 {
-	f := strings.Fields(name)
-	if len(f) < 2 {
-		return 0
-	}
-	switch f[1] {
+func MemcpyKind(name []byte) uint8 {
+	switch string(secondField(name)) {
 	case "HtoD":
 		return 1
 	case "DtoH":
@@ -308,13 +412,40 @@ func MemcpyKind(name string) uint8 {
 	return 0
 }
 
+// secondField is the second white-space-separated word of b, as
+// bytes.Fields(b)[1] would be, without allocating.
+func secondField(b []byte) []byte {
+	field := 0
+	for i := 0; i < len(b); {
+		for i < len(b) && asciiSpace(b[i]) {
+			i++
+		}
+		j := i
+		for j < len(b) && !asciiSpace(b[j]) {
+			j++
+		}
+		if j > i {
+			if field == 1 {
+				return b[i:j]
+			}
+			field++
+		}
+		i = j
+	}
+	return nil
+}
+
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
 // MemsetKind maps "Memset (Device)" to CUPTI's memory kind.
-func MemsetKind(name string) uint8 {
-	_, rest, ok := strings.Cut(name, "(")
+func MemsetKind(name []byte) uint8 {
+	_, rest, ok := bytes.Cut(name, []byte("("))
 	if !ok {
 		return 0
 	}
-	switch strings.TrimSuffix(rest, ")") {
+	switch string(bytes.TrimSuffix(rest, []byte(")"))) {
 	case "Pageable":
 		return 1
 	case "Pinned":
@@ -334,8 +465,8 @@ func MemsetKind(name string) uint8 {
 }
 
 // SyncKind maps Kineto's "Stream Sync" and friends to CUPTI's sync type.
-func SyncKind(s string) uint8 {
-	switch s {
+func SyncKind(s []byte) uint8 {
+	switch string(s) {
 	case "Event Sync":
 		return 1
 	case "Stream Wait Event":

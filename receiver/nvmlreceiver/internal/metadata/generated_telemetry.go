@@ -30,6 +30,8 @@ type TelemetryBuilder struct {
 	ReceiverNvmlDeviceErrors      metric.Int64Counter
 	ReceiverNvmlEvents            metric.Int64Counter
 	ReceiverNvmlEventsDropped     metric.Int64Counter
+	ReceiverNvmlProcessesDropped  metric.Int64Counter
+	ReceiverNvmlXidCodesDropped   metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -82,6 +84,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverNvmlEventsDropped, err = builder.meter.Int64Counter(
 		"otelcol_receiver_nvml_events_dropped",
 		metric.WithDescription("Event log records dropped because the pending buffer was full (no logs pipeline drained it in time). [Development]"),
+		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverNvmlProcessesDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_nvml_processes_dropped",
+		metric.WithDescription("GPU processes left out of a scrape because the device reported more than the per-device limit (4096). [Development]"),
+		metric.WithUnit("{process}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverNvmlXidCodesDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_nvml_xid_codes_dropped",
+		metric.WithDescription("XID events not counted per code because the device already tracks the most codes kept (256). [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)

@@ -23,6 +23,8 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverNvmlDeviceErrors.Add(context.Background(), 1)
 	tb.ReceiverNvmlEvents.Add(context.Background(), 1)
 	tb.ReceiverNvmlEventsDropped.Add(context.Background(), 1)
+	tb.ReceiverNvmlProcessesDropped.Add(context.Background(), 1)
+	tb.ReceiverNvmlXidCodesDropped.Add(context.Background(), 1)
 	AssertEqualReceiverNvmlCgroupParseErrors(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -33,6 +35,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverNvmlEventsDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverNvmlProcessesDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverNvmlXidCodesDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

@@ -1,0 +1,20 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build unix
+
+package unixsock // import "github.com/inferprof/inferprof/internal/unixsock"
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// owner returns the uid that owns fi.
+func owner(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}

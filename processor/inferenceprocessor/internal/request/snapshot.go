@@ -1,0 +1,353 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package request // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+
+import (
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/inferprof/inferprof/internal/names"
+)
+
+// Source attribute keys the engines write (see testdata/spans/README.md for
+// the engine file each one comes from).
+const (
+	srcPromptTokens     = "gen_ai.usage.prompt_tokens"
+	srcCompletionTokens = "gen_ai.usage.completion_tokens"
+	srcCachedTokens     = "gen_ai.usage.cached_tokens" // SGLang; vLLM's token-tracing branch
+	srcInference        = "gen_ai.latency.time_in_model_inference"
+	srcResponseModel    = "gen_ai.response.model"
+	srcFinishReasons    = "gen_ai.response.finish_reasons"
+	srcSystem           = "gen_ai.system"
+	srcKVTransfer       = "gen_ai.latency.kv_cache_transfer_time" // TensorRT-LLM, disaggregated
+	srcTopK             = "gen_ai.request.top_k"                  // TensorRT-LLM writes it, vLLM does not
+	srcScheduler        = "gen_ai.latency.time_in_scheduler"      // vLLM V0 only
+	srcNumSequences     = "gen_ai.usage.num_sequences"            // vLLM V0 only
+
+	tgiTotal      = "total_time"
+	tgiQueue      = "queue_time"
+	tgiInference  = "inference_time"
+	tgiValidation = "validation_time"
+	tgiPerToken   = "time_per_token"
+	tgiParameters = "parameters"
+	// codeNamespace is tracing-opentelemetry's location attribute; TGI's
+	// router handlers live in this module.
+	codeNamespace = "code.namespace"
+	tgiRouterMod  = "text_generation_router::server"
+)
+
+// Keys this processor writes that have no semconv name elsewhere in
+// internal/names: only this processor uses them.
+const (
+	// AttrCacheRead is GenAI semconv's name for prompt tokens served from
+	// the engine's prefix cache.
+	AttrCacheRead = "gen_ai.usage.cache_read.input_tokens"
+	// AttrDecodeQueue is the time an SGLang request waited in the decode
+	// server's queue under prefill/decode disaggregation (its decode_waiting
+	// stage), seconds.
+	AttrDecodeQueue = "inferprof.latency.time_in_decode_queue"
+)
+
+// scalar is one attribute value copied out of the span, so reads stay valid
+// while the map is edited (Remove shifts entries under a pcommon.Value).
+type scalar struct {
+	typ pcommon.ValueType
+	d   float64
+	i   int64
+	s   string
+}
+
+// Indexes of the span attributes Normalize reads; one pass over the map
+// fills them instead of a linear Get per key.
+const (
+	kTTFT = iota
+	kE2E
+	kQueue
+	kPrefill
+	kDecode
+	kInference
+	kPromptTokens
+	kCompletionTokens
+	kInputTokens
+	kOutputTokens
+	kCachedTokens
+	kCacheRead
+	kProvider
+	kSystem
+	kRequestModel
+	kResponseModel
+	kLoRA
+	kOperation
+	kRequestID
+	kErrorType
+	kTGITotal
+	kTGIQueue
+	kTGIInference
+	kTGIValidation
+	kTGIParameters
+	// Keys only this processor writes; read to know whether a Put adds one.
+	kTPOT
+	kOther
+	kBottleneck
+	kDecodeQueue
+	kAnomaly
+	numKeys
+)
+
+// keyNames are the keys by index.
+var keyNames = [numKeys]string{
+	kTTFT:             names.AttrTimeToFirstToken,
+	kE2E:              names.AttrE2E,
+	kQueue:            names.AttrTimeInQueue,
+	kPrefill:          names.AttrTimeInPrefill,
+	kDecode:           names.AttrTimeInDecode,
+	kInference:        srcInference,
+	kPromptTokens:     srcPromptTokens,
+	kCompletionTokens: srcCompletionTokens,
+	kInputTokens:      names.AttrInputTokens,
+	kOutputTokens:     names.AttrOutputTokens,
+	kCachedTokens:     srcCachedTokens,
+	kCacheRead:        AttrCacheRead,
+	kProvider:         names.AttrProviderName,
+	kSystem:           srcSystem,
+	kRequestModel:     names.AttrRequestModel,
+	kResponseModel:    srcResponseModel,
+	kLoRA:             names.AttrLoRAAdapter,
+	kOperation:        names.AttrOperationName,
+	kRequestID:        names.AttrRequestID,
+	kErrorType:        names.AttrErrorType,
+	kTGITotal:         tgiTotal,
+	kTGIQueue:         tgiQueue,
+	kTGIInference:     tgiInference,
+	kTGIValidation:    tgiValidation,
+	kTGIParameters:    tgiParameters,
+	kTPOT:             names.AttrTimePerOutputTok,
+	kOther:            names.AttrTimeInOther,
+	kBottleneck:       names.AttrBottleneck,
+	kDecodeQueue:      AttrDecodeQueue,
+	kAnomaly:          names.AttrAnomaly,
+}
+
+// keyIndex maps a key to its index, or -1. A switch compiles to string
+// comparisons, cheaper here than a map lookup per attribute.
+func keyIndex(k string) int {
+	switch k {
+	case names.AttrTimeToFirstToken:
+		return kTTFT
+	case names.AttrE2E:
+		return kE2E
+	case names.AttrTimeInQueue:
+		return kQueue
+	case names.AttrTimeInPrefill:
+		return kPrefill
+	case names.AttrTimeInDecode:
+		return kDecode
+	case srcInference:
+		return kInference
+	case srcPromptTokens:
+		return kPromptTokens
+	case srcCompletionTokens:
+		return kCompletionTokens
+	case names.AttrInputTokens:
+		return kInputTokens
+	case names.AttrOutputTokens:
+		return kOutputTokens
+	case srcCachedTokens:
+		return kCachedTokens
+	case AttrCacheRead:
+		return kCacheRead
+	case names.AttrProviderName:
+		return kProvider
+	case srcSystem:
+		return kSystem
+	case names.AttrRequestModel:
+		return kRequestModel
+	case srcResponseModel:
+		return kResponseModel
+	case names.AttrLoRAAdapter:
+		return kLoRA
+	case names.AttrOperationName:
+		return kOperation
+	case names.AttrRequestID:
+		return kRequestID
+	case names.AttrErrorType:
+		return kErrorType
+	case tgiTotal:
+		return kTGITotal
+	case tgiQueue:
+		return kTGIQueue
+	case tgiInference:
+		return kTGIInference
+	case tgiValidation:
+		return kTGIValidation
+	case tgiParameters:
+		return kTGIParameters
+	case names.AttrTimePerOutputTok:
+		return kTPOT
+	case names.AttrTimeInOther:
+		return kOther
+	case names.AttrBottleneck:
+		return kBottleneck
+	case AttrDecodeQueue:
+		return kDecodeQueue
+	case names.AttrAnomaly:
+		return kAnomaly
+	}
+	return -1
+}
+
+// liveKey reports whether a LoRA key is one the snapshot does not copy for
+// LoRA, so it is read from the span itself.
+func liveKey(k string) bool {
+	return k == srcFinishReasons || keyIndex(k) >= 0
+}
+
+type snapshot struct {
+	vals [numKeys]scalar
+	has  [numKeys]bool
+	// failure is the first failing finish reason in
+	// gen_ai.response.finish_reasons ("" when none): see failureOf.
+	failure string
+
+	// lora[j] is the string value of Settings.LoRAAttributes[j] on the span
+	// (its first occurrence, as Map.Get sees it), for the first len(lora)
+	// keys that are not also keys above.
+	lora     [8]string
+	loraSeen uint8
+	// loraLive: a LoRA key is one this processor writes, so it must be read
+	// from the span after the writes.
+	loraLive bool
+
+	// content counts the content keys seen (Settings.RemoveContent); they
+	// are left out of the snapshot.
+	content int
+}
+
+func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
+	loras := set.LoRAAttributes
+	for _, k := range loras {
+		if liveKey(k) {
+			sn.loraLive = true
+		}
+	}
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		if k == srcFinishReasons {
+			if set.contentReasons {
+				sn.content++
+			} else {
+				sn.failure = failureOf(v)
+			}
+			return true
+		}
+		i := keyIndex(k)
+		if i < 0 {
+			if set.content != nil && set.content.Match(k) {
+				sn.content++
+				return true
+			}
+			for j := 0; j < len(loras) && j < len(sn.lora); j++ {
+				if loras[j] == k && sn.loraSeen&(1<<j) == 0 {
+					sn.loraSeen |= 1 << j
+					if v.Type() == pcommon.ValueTypeStr {
+						sn.lora[j] = v.Str()
+					}
+				}
+			}
+			return true
+		}
+		if set.contentKeys[i] {
+			sn.content++
+			return true
+		}
+		sc := scalar{typ: v.Type()}
+		switch sc.typ {
+		case pcommon.ValueTypeDouble:
+			sc.d = v.Double()
+		case pcommon.ValueTypeInt:
+			sc.i = v.Int()
+		case pcommon.ValueTypeStr:
+			sc.s = v.Str()
+		}
+		sn.vals[i], sn.has[i] = sc, true
+		return true
+	})
+}
+
+// get returns the value at index i, by pointer: a scalar is 40 bytes, and
+// the snapshot does not change after fill.
+func (sn *snapshot) get(i int) (*scalar, bool) {
+	return &sn.vals[i], sn.has[i]
+}
+
+// str returns a string attribute the snapshot holds, or "".
+func (sn *snapshot) str(i int) string {
+	if v, ok := sn.get(i); ok && v.typ == pcommon.ValueTypeStr {
+		return v.s
+	}
+	return ""
+}
+
+// Finish reasons that mean the request did not complete, most serious
+// first. vLLM writes stop/length/abort/error/repetition, SGLang
+// stop/length/abort, TensorRT-LLM stop/length/timeout/cancelled/not_finished;
+// the rest are successes (or, for not_finished, the context half of a
+// disaggregated request).
+func failureRank(reason string) int {
+	switch reason {
+	case "error":
+		return 4
+	case "timeout":
+		return 3
+	case "abort":
+		return 2
+	case "cancelled":
+		return 1
+	}
+	return 0
+}
+
+var failureNames = [...]string{1: "cancelled", 2: "abort", 3: "timeout", 4: "error"}
+
+// failureOf returns the most serious failing reason in a finish_reasons
+// value: a JSON string as vLLM, SGLang and TensorRT-LLM write it
+// ('["abort"]'), a bare string, or a string array (semconv's type). One pass
+// over the quoted words, as this runs on every request span.
+func failureOf(v pcommon.Value) string {
+	best := 0
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		s := v.Str()
+		switch s {
+		case `["stop"]`, `["length"]`:
+			// Most requests, at the cost of one comparison.
+			return ""
+		}
+		if strings.IndexByte(s, '"') < 0 {
+			best = failureRank(s)
+			break
+		}
+		for {
+			i := strings.IndexByte(s, '"')
+			if i < 0 {
+				break
+			}
+			s = s[i+1:]
+			j := strings.IndexByte(s, '"')
+			if j < 0 {
+				break
+			}
+			best = max(best, failureRank(s[:j]))
+			s = s[j+1:]
+		}
+	case pcommon.ValueTypeSlice:
+		sl := v.Slice()
+		for i := 0; i < sl.Len(); i++ {
+			if e := sl.At(i); e.Type() == pcommon.ValueTypeStr {
+				best = max(best, failureRank(e.Str()))
+			}
+		}
+	}
+	return failureNames[best]
+}

@@ -1,0 +1,66 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+
+import (
+	"encoding/binary"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+)
+
+// addPhaseSpans appends the queue, prefill and decode spans Normalize placed
+// (request.Figures.place) as children of spans.At(k). A phase whose figures
+// are unknown was not placed and gets no span.
+func addPhaseSpans(spans ptrace.SpanSlice, k int, ph request.Phases) int {
+	added := 0
+	for _, x := range [...]struct {
+		name  string
+		phase byte
+		p     request.Phase
+	}{
+		{names.SpanPhaseQueue, 'q', ph.Queue},
+		{names.SpanPhasePrefill, 'p', ph.Prefill},
+		{names.SpanPhaseDecode, 'd', ph.Decode},
+	} {
+		if !x.p.OK {
+			continue
+		}
+		// The parent may have moved when the slice grew; read it again.
+		parent := spans.At(k)
+		s := spans.AppendEmpty()
+		s.SetTraceID(parent.TraceID())
+		s.SetSpanID(phaseSpanID(parent.SpanID(), x.phase))
+		s.SetParentSpanID(parent.SpanID())
+		s.SetName(x.name)
+		s.SetKind(ptrace.SpanKindInternal)
+		s.SetStartTimestamp(x.p.Start)
+		s.SetEndTimestamp(x.p.End)
+		s.Attributes().PutBool(names.AttrSynthetic, true)
+		added++
+	}
+	return added
+}
+
+// phaseSpanID derives a phase span's id from its parent's, so running the
+// same span twice gives the same ids and golden files are stable.
+func phaseSpanID(parent pcommon.SpanID, phase byte) pcommon.SpanID {
+	// FNV-1a over the parent id then the phase byte, inline: hash/fnv's
+	// interface costs a call per Write.
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	v := uint64(offset64)
+	for _, c := range parent {
+		v = (v ^ uint64(c)) * prime64
+	}
+	v = (v ^ uint64(phase)) * prime64
+	if v == 0 {
+		v = 1
+	}
+	var id pcommon.SpanID
+	binary.BigEndian.PutUint64(id[:], v)
+	return id
+}

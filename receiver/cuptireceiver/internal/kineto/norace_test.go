@@ -1,0 +1,8 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build !race
+
+package kineto
+
+const raceEnabled = false
