@@ -4,16 +4,12 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,27 +51,11 @@ service:
 `, sock, pollInterval, sinkEndpoint))})
 }
 
-// metric returns the sum of a collector's internal metric's series (0 when
-// it has none yet).
+// metric reads a collector's internal metric (0 until it exists).
 func metric(t *testing.T, ports *e2etest.Ports, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Port("telemetry"))) //nolint:noctx // loopback test helper
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	var total float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-			total += v
-		}
-	}
-	return total
+	v, _ := promValue(ports.Port("telemetry"), name)
+	return v
 }
 
 // fakeEngine returns the command that runs drive.py with the real hook

@@ -15,7 +15,6 @@ import (
 
 // on places a step on an engine (host, engine index).
 func on(host string, index int64, s *Step) *Step {
-	s.Host = host
 	s.Engine = hashOf(host, 0, index, false)
 	s.Source = hashOf(host, 1, index, true)
 	return s
@@ -27,7 +26,7 @@ func on(host string, index int64, s *Step) *Step {
 // its own replica's steps.
 func TestReplicasWithOneServiceNameStayApart(t *testing.T) {
 	w := New(Config{})
-	a, b := joinKey("inst-a", "vllm", "h"), joinKey("inst-b", "vllm", "h")
+	a, b := joinKey("inst-a", "vllm"), joinKey("inst-b", "vllm")
 	w.Add(a, on("h", 0, step(1, 0, 10, "r1")))
 	w.Add(b, on("h", 0, step(1, 0, 7, "r1")))
 	w.Add(a, on("h", 0, step(2, 10, 20, "r1")))
@@ -46,7 +45,7 @@ func TestReplicasWithOneServiceNameStayApart(t *testing.T) {
 	// does without instance ids), the replicas' processes are two sources
 	// of one engine, and r1's tokens of both merge: gaps that neither had.
 	m := New(Config{})
-	k := joinKey("", "vllm", "h")
+	k := joinKey("", "vllm")
 	for i, st := range []*Step{step(1, 0, 10, "r1"), step(1, 0, 7, "r1"), step(2, 10, 20, "r1"), step(2, 7, 50, "r1"), step(3, 20, 30, "r1")} {
 		st = on("h", 0, st)
 		st.Source += uint64(i % 2)
@@ -61,7 +60,7 @@ func TestReplicasWithOneServiceNameStayApart(t *testing.T) {
 // request on engine 1 incomplete, and a request on either is found by id.
 func TestEnginesOfOneInstanceHaveTheirOwnWindows(t *testing.T) {
 	w := New(Config{})
-	k := joinKey("inst", "vllm", "h")
+	k := joinKey("inst", "vllm")
 	w.Add(k, on("h", 0, step(1, 0, 10, "e0")))
 	w.Add(k, on("h", 0, step(5, 10, 20, "e0"))) // steps 2-4 lost on engine 0
 	w.Add(k, on("h", 1, step(1, 0, 12, "e1")))
@@ -77,23 +76,24 @@ func TestEnginesOfOneInstanceHaveTheirOwnWindows(t *testing.T) {
 	assert.Equal(t, 2, st.Engines)
 }
 
-// TestWithoutAnInstanceIDHostsTellReplicasApart: no launcher, two replicas
-// of one service.name on two hosts. A request span with host.name is looked
-// up on its host; one without picks the engine whose tokens fall within the
+// TestWithoutAnInstanceIDEnginesAreFoundByRequest: no launcher, two
+// replicas of one service.name on two hosts, each engine in its own window
+// (service.name, host, engine index). A request is found in the engine that
+// holds its id; when both hold it, in the one whose tokens fall within the
 // request's life.
-func TestWithoutAnInstanceIDHostsTellReplicasApart(t *testing.T) {
+func TestWithoutAnInstanceIDEnginesAreFoundByRequest(t *testing.T) {
 	w := New(Config{})
-	w.Add(joinKey("", "vllm", "h1"), on("h1", 0, step(1, 0, 10, "r")))
-	w.Add(joinKey("", "vllm", "h1"), on("h1", 0, step(2, 10, 20, "r")))
-	w.Add(joinKey("", "vllm", "h2"), on("h2", 0, step(1, 100, 130, "r")))
-	w.Add(joinKey("", "vllm", "h2"), on("h2", 0, step(2, 130, 160, "r")))
+	k := joinKey("", "vllm")
+	w.Add(k, on("h1", 0, step(1, 0, 10, "r", "only1")))
+	w.Add(k, on("h1", 0, step(2, 10, 20, "r", "only1")))
+	w.Add(k, on("h2", 0, step(1, 100, 130, "r")))
+	w.Add(k, on("h2", 0, step(2, 130, 160, "r")))
 
-	assert.InDeltaSlice(t, []float64{0.010}, w.Lookup(joinKey("", "vllm", "h1"), "r", at(-1), at(200)).Gaps, 1e-9)
-	assert.InDeltaSlice(t, []float64{0.030}, w.Lookup(joinKey("", "vllm", "h2"), "r", at(-1), at(200)).Gaps, 1e-9)
-	assert.InDeltaSlice(t, []float64{0.030}, w.Lookup(joinKey("", "vllm", ""), "r", at(90), at(200)).Gaps, 1e-9,
-		"no host: the engine whose tokens fall within the request")
-	assert.InDeltaSlice(t, []float64{0.010}, w.Lookup(joinKey("", "vllm", ""), "r", at(-1), at(50)).Gaps, 1e-9)
-	assert.Equal(t, 2, w.Stats().Engines)
+	assert.InDeltaSlice(t, []float64{0.030}, w.Lookup(k, "r", at(90), at(200)).Gaps, 1e-9,
+		"the engine whose tokens fall within the request")
+	assert.InDeltaSlice(t, []float64{0.010}, w.Lookup(k, "r", at(-1), at(50)).Gaps, 1e-9)
+	assert.InDeltaSlice(t, []float64{0.010}, w.Lookup(k, "only1", at(-1), at(200)).Gaps, 1e-9)
+	assert.Equal(t, 2, w.Stats().Engines, "one window per host")
 	assert.Equal(t, 1, w.Stats().Instances, "one service name")
 }
 
@@ -102,22 +102,22 @@ func TestWithoutAnInstanceIDHostsTellReplicasApart(t *testing.T) {
 // are found under the service.name.
 func TestInstanceIDFallsBackToServiceName(t *testing.T) {
 	w := New(Config{})
-	w.Add(joinKey("", "vllm", "h"), on("h", 0, step(1, 0, 10, "r")))
-	w.Add(joinKey("", "vllm", "h"), on("h", 0, step(2, 10, 25, "r")))
-	r := w.Lookup(joinKey("inst", "vllm", ""), "r", at(-1), at(30))
+	w.Add(joinKey("", "vllm"), on("h", 0, step(1, 0, 10, "r")))
+	w.Add(joinKey("", "vllm"), on("h", 0, step(2, 10, 25, "r")))
+	r := w.Lookup(joinKey("inst", "vllm"), "r", at(-1), at(30))
 	assert.Equal(t, StatusOK, r.Status)
 	assert.InDeltaSlice(t, []float64{0.015}, r.Gaps, 1e-9)
-	assert.Equal(t, StatusUnknownInstance, w.Lookup(joinKey("inst", "sglang", ""), "r", at(-1), at(30)).Status)
+	assert.Equal(t, StatusUnknownInstance, w.Lookup(joinKey("inst", "sglang"), "r", at(-1), at(30)).Status)
 }
 
 func TestEvictedEngineWindowLeavesItsInstance(t *testing.T) {
 	w := New(Config{MaxInstances: 1})
-	k := joinKey("inst", "vllm", "h")
+	k := joinKey("inst", "vllm")
 	w.Add(k, on("h", 0, step(1, 0, 10, "a")))
 	w.Add(k, on("h", 1, step(1, 5, 15, "b"))) // evicts engine 0's window
 	assert.Equal(t, StatusNoSteps, w.Lookup(k, "a", at(20), at(30)).Status)
 	assert.Equal(t, StatusOK, w.Lookup(k, "b", at(-1), at(30)).Status)
-	w.Add(joinKey("other", "vllm", "h"), on("h", 0, step(1, 0, 10, "c")))
+	w.Add(joinKey("other", "vllm"), on("h", 0, step(1, 0, 10, "c")))
 	assert.Equal(t, StatusUnknownInstance, w.Lookup(k, "b", at(-1), at(30)).Status, "its last engine went")
 	st := w.Stats()
 	assert.Equal(t, Stats{Instances: 1, Engines: 1, Steps: 1, Records: 1, Sources: 1, EvictedSteps: 2, EvictedInstances: 2}, st)
@@ -128,7 +128,7 @@ func TestStatsAreReportedAsTelemetry(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	w := New(Config{MaxInstances: 1})
 	require.NoError(t, w.RegisterTelemetry(tel.NewTelemetrySettings()))
-	k := joinKey("inst", "vllm", "h")
+	k := joinKey("inst", "vllm")
 	w.Add(k, on("h", 0, step(1, 0, 10, "a", "b")))
 	w.Add(k, on("h", 1, step(1, 5, 15, "c"))) // evicts engine 0's window
 

@@ -15,13 +15,13 @@ import (
 // when it ended (zero: unknown). Lookup does not consume the steps.
 //
 // The request was served by one engine of the instance: the one whose
-// window holds its id (among the engines of the request's host, when the
-// request span names one). Request ids are unique per server; should two
-// engines hold one (ids a client chose), the one with more of the id's
-// tokens within the request's life wins. A key with an instance id whose
-// engines sent none (an older hook) falls back to its service.name.
+// window holds its id. Request ids are unique per server; should two
+// engines hold one (ids a client chose, or replicas without instance ids),
+// the one with more of the id's tokens within the request's life wins. A key
+// with an instance id whose engines sent none (an older hook) falls back to
+// its service.name.
 func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result {
-	id, service, host := splitKey(key)
+	id, service := splitKey(key)
 	arrivalNs := arrival.UnixNano()
 	finishNs := int64(math.MaxInt64)
 	if !finish.IsZero() {
@@ -37,14 +37,6 @@ func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result
 		return Result{Status: StatusUnknownInstance}
 	}
 	engines := g.engines
-	if host != "" && slices.ContainsFunc(engines, func(in *instance) bool { return in.host == host }) {
-		engines = nil
-		for _, in := range g.engines {
-			if in.host == host {
-				engines = append(engines, in)
-			}
-		}
-	}
 	in, t := holder(engines, requestID, arrivalNs, finishNs)
 	if in == nil {
 		// No engine holds the request: it may have been in what some

@@ -14,22 +14,29 @@ import (
 	"github.com/inferprof/inferprof/internal/names"
 )
 
-// InstanceKey returns the window key of the service instance that res (a
-// request span's resource) describes: its service.instance.id, its
-// service.name and its host.name.
+// InstanceKey returns the key of the service instance that res describes
+// (a request span's or a step's resource): "service.name [service.instance.id]",
+// or the service.name alone without an instance id. It reads well, so other
+// views (the timeline) can show it.
 //
 // The service.instance.id is what joins a server's request spans to its
 // engines' steps: inferprof-run puts one in OTEL_RESOURCE_ATTRIBUTES, which
 // the engine's OpenTelemetry SDK, its engine processes and the step hook
 // all read, so two replicas with one service.name stay apart. Without one
-// (no launcher), steps and requests meet on service.name, and the host
-// tells replicas apart only where the request spans carry host.name: two
-// replicas of one service.name on one host then share their steps, which is
-// harmless while request ids are unique.
+// (no launcher), steps and requests meet on service.name; the engines of
+// each host keep their own windows, and a request is found in the one that
+// holds its id. The id the engine_step receiver makes up for a hook that had
+// none (host/pid/engine_index, which names the engine process, not the
+// server) is left out.
 func InstanceKey(res pcommon.Resource) string {
-	attrs := res.Attributes()
-	return joinKey(str(attrs, names.ResourceServiceInstance), str(attrs, names.ResourceServiceName),
-		str(attrs, names.ResourceHostName))
+	ra := res.Attributes()
+	host := str(ra, names.ResourceHostName)
+	pid, index := intAttr(ra, names.ResourceProcessPID), intAttr(ra, names.ResourceEngineIndex)
+	id := str(ra, names.ResourceServiceInstance)
+	if isProcessInstance(id, host, pid, index) {
+		id = ""
+	}
+	return joinKey(id, str(ra, names.ResourceServiceName))
 }
 
 func str(attrs pcommon.Map, key string) string {
@@ -39,16 +46,29 @@ func str(attrs pcommon.Map, key string) string {
 	return ""
 }
 
-// The key is service.instance.id, service.name and host.name joined by NUL,
-// which none of them holds.
-func joinKey(id, service, host string) string {
-	return id + "\x00" + service + "\x00" + host
+func intAttr(attrs pcommon.Map, key string) int64 {
+	if v, ok := attrs.Get(key); ok {
+		return v.Int()
+	}
+	return 0
 }
 
-func splitKey(key string) (id, service, host string) {
-	id, rest, _ := strings.Cut(key, "\x00")
-	service, host, _ = strings.Cut(rest, "\x00")
-	return id, service, host
+func joinKey(id, service string) string {
+	if id == "" {
+		return service
+	}
+	return service + " [" + id + "]"
+}
+
+func splitKey(key string) (id, service string) {
+	if !strings.HasSuffix(key, "]") {
+		return "", key
+	}
+	i := strings.LastIndex(key, " [")
+	if i < 0 {
+		return "", key
+	}
+	return key[i+2 : len(key)-1], key[:i]
 }
 
 // FromSpan fills dst from an engine.step span (as the engine_step receiver
@@ -59,11 +79,8 @@ func splitKey(key string) (id, service, host string) {
 // Index; inferprof.step.request_ids ([]string) and
 // inferprof.step.request_tokens ([]int, aligned) -> RequestIDs/RequestTokens;
 // inferprof.step.request_ids_truncated -> Truncated; host.name and
-// inferprof.engine.index on the resource -> Engine and Host; with
-// process.pid -> Source. The key is InstanceKey's, except that the
-// service.instance.id the receiver makes up for a hook that had none
-// (host/pid/engine_index, which names the engine process, not the server)
-// is left out: such steps meet their requests on service.name.
+// inferprof.engine.index on the resource -> Engine; with process.pid ->
+// Source. The key is InstanceKey's.
 func FromSpan(span ptrace.Span, res pcommon.Resource, dst *Step) (key string, ok bool) {
 	if span.Name() != names.SpanEngineStep {
 		return "", false
@@ -94,26 +111,19 @@ func FromSpan(span ptrace.Span, res pcommon.Resource, dst *Step) (key string, ok
 		}
 	}
 	ra := res.Attributes()
-	var pid, index int64
-	if v, found := ra.Get(names.ResourceProcessPID); found {
-		pid = v.Int()
-	}
-	if v, found := ra.Get(names.ResourceEngineIndex); found {
-		index = v.Int()
-	}
-	dst.Host = str(ra, names.ResourceHostName)
-	dst.Engine = hashOf(dst.Host, 0, index, false)
-	dst.Source = hashOf(dst.Host, pid, index, true)
-	id := str(ra, names.ResourceServiceInstance)
-	if isProcessInstance(id, dst.Host, pid, index) {
-		id = ""
-	}
-	return joinKey(id, str(ra, names.ResourceServiceName), dst.Host), true
+	pid, index := intAttr(ra, names.ResourceProcessPID), intAttr(ra, names.ResourceEngineIndex)
+	host := str(ra, names.ResourceHostName)
+	dst.Engine = hashOf(host, 0, index, false)
+	dst.Source = hashOf(host, pid, index, true)
+	return InstanceKey(res), true
 }
 
 // isProcessInstance reports whether id is the receiver's stand-in,
 // "host/pid/engine_index" (stepwire.FallbackInstanceID).
 func isProcessInstance(id, host string, pid, index int64) bool {
+	if id == "" {
+		return false
+	}
 	rest, ok := strings.CutPrefix(id, host)
 	if !ok || !strings.HasPrefix(rest, "/") {
 		return false

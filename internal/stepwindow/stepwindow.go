@@ -16,7 +16,6 @@ package stepwindow // import "github.com/inferprof/inferprof/internal/stepwindow
 import (
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,9 +89,6 @@ type Step struct {
 	// service instance: each gets its own window. A restarted engine
 	// process keeps its engine and is a new Source.
 	Engine uint64
-	// Host is the engine's host; a request span that names its host is
-	// looked up among that host's engines.
-	Host string
 	// Source identifies the process that numbered Index (pid and engine
 	// index); several sources may feed one engine window.
 	Source uint64
@@ -230,7 +226,6 @@ type engineKey struct {
 // instance is the window of one engine of a service instance.
 type instance struct {
 	key      engineKey
-	host     string
 	steps    []stepRec // ring buffer, oldest at head
 	head     int
 	n        int
@@ -277,7 +272,7 @@ type tokenRec struct {
 func (w *Window) Add(key string, s *Step) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	id, service, _ := splitKey(key)
+	id, service := splitKey(key)
 	ek := engineKey{group: groupOf(id, service), engine: s.Engine}
 	in := w.engines[ek]
 	if in == nil {
@@ -286,7 +281,6 @@ func (w *Window) Add(key string, s *Step) {
 		}
 		in = &instance{
 			key:        ek,
-			host:       strings.Clone(s.Host),
 			steps:      make([]stepRec, 0, 64),
 			requests:   map[string]*track{},
 			sources:    map[uint64]source{},
