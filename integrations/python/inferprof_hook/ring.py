@@ -201,7 +201,10 @@ class Ring:
         return max(0, self.records - self.q[W_READ_RECORDS])
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: modules may be gone
+            pass
 
     def close(self):
         """Unmaps and closes; the receiver keeps its own mapping."""
