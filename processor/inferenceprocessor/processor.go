@@ -40,6 +40,9 @@ type inferenceProcessor struct {
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
 	maxGaps    int                // engine_steps.max_itl_gaps
+	// deferFigures: request spans get privacy and inter-token latency only
+	// (defer_figures; see deferred).
+	deferFigures bool
 
 	// Released spans the next consumer refused, retried on the next ticks.
 	retry retryQueue
@@ -68,9 +71,10 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		return nil, err
 	}
 	p := &inferenceProcessor{
-		logger: set.Logger,
-		next:   next,
-		tel:    tel,
+		deferFigures: cfg.DeferFigures,
+		logger:       set.Logger,
+		next:         next,
+		tel:          tel,
 		settings: request.Settings{
 			ModelResourceAttributes: cfg.Model.ResourceAttributes,
 			DefaultModel:            cfg.Model.Default,
@@ -111,7 +115,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			return nil, err
 		}
 	}
-	if cfg.SGLangJoin.Wait > 0 {
+	if cfg.SGLangJoin.Wait > 0 && !cfg.DeferFigures {
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
@@ -207,6 +211,13 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					released = append(released, p.stage(ctx, span)...)
 					continue
 				}
+				if p.deferFigures {
+					if !read {
+						ri, read = p.readResource(rs.Resource()), true
+					}
+					p.deferred(span, kind, &ri)
+					continue
+				}
 				q := request.Queue{}
 				if kind == request.KindSGLangRoot && p.join != nil {
 					// Normalize checks the other spans on its own walk.
@@ -252,6 +263,9 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 // direct reports whether spans of kind go straight to request.Normalize:
 // request spans, except SGLang's while the join may hold them.
 func (p *inferenceProcessor) direct(kind request.Kind) bool {
+	if p.deferFigures {
+		return false
+	}
 	switch kind {
 	case request.KindNone, request.KindSGLangStage:
 		return false
