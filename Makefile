@@ -8,11 +8,12 @@ SHELL      := /bin/bash
 .DEFAULT_GOAL := build
 GO         ?= go
 ROOT       := $(CURDIR)
-TOOLS      := $(ROOT)/.tools/bin
 OCB_VERSION      := v0.161.0
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
-OCB        := $(TOOLS)/builder
-BENCHSTAT  := $(TOOLS)/benchstat
+# Each pinned tool lives in a folder named after its version, so a checkout
+# that moves to another release builds with the matching ocb, never a stale one.
+OCB        := $(ROOT)/.tools/ocb-$(OCB_VERSION)/builder
+BENCHSTAT  := $(ROOT)/.tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
 BIN        := $(ROOT)/bin/otelcol-inferprof
 DIST       := cmd/otelcol-inferprof
 # go-nvml needs cgo; its NVML 13 headers warn about deprecations we do not call.
@@ -39,10 +40,10 @@ include $(wildcard mk/*.mk)
 all: build
 
 $(OCB):
-	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+	GOBIN=$(dir $(OCB)) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
 
 $(BENCHSTAT):
-	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+	GOBIN=$(dir $(BENCHSTAT)) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
 tools: $(OCB) $(BENCHSTAT)
 

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/stepwindow"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
@@ -40,6 +42,8 @@ type inferenceProcessor struct {
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
 	maxGaps    int                // engine_steps.max_itl_gaps
+	agents     *agent.Assembler   // nil when agents.enabled is false
+	pricer     *cost.Pricer       // nil when nothing is priced
 	// deferFigures: request spans get privacy and inter-token latency only
 	// (defer_figures; see deferred).
 	deferFigures bool
@@ -55,10 +59,11 @@ type inferenceProcessor struct {
 
 	// Precomputed metric options, so counting allocates nothing.
 	// Slices, passed with ..., so a call does not build the variadic slice.
-	providerOpts map[request.Kind][]metric.AddOption
-	attrOpt      []metric.AddOption
-	eventOpt     []metric.AddOption
-	anomalyOpts  map[string][]metric.AddOption // by reason
+	providerOpts   map[request.Kind][]metric.AddOption
+	attrOpt        []metric.AddOption
+	eventOpt       []metric.AddOption
+	anomalyOpts    map[string][]metric.AddOption // by reason
+	incompleteOpts map[string][]metric.AddOption // by reason
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -81,15 +86,17 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			LoRAAttributes:          cfg.LoRAAttributes,
 			OperationName:           cfg.OperationName,
 			PhaseSpans:              cfg.PhaseSpans,
+			Place:                   cfg.Agents.Enabled,
 		},
-		phaseSpans:   cfg.PhaseSpans,
-		maxGaps:      cfg.EngineSteps.MaxITLGaps,
-		now:          time.Now,
-		warn:         newWarnLimiter(warnEvery),
-		providerOpts: map[request.Kind][]metric.AddOption{},
-		attrOpt:      []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
-		eventOpt:     []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
-		anomalyOpts:  map[string][]metric.AddOption{},
+		phaseSpans:     cfg.PhaseSpans,
+		maxGaps:        cfg.EngineSteps.MaxITLGaps,
+		now:            time.Now,
+		warn:           newWarnLimiter(warnEvery),
+		providerOpts:   map[request.Kind][]metric.AddOption{},
+		attrOpt:        []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
+		eventOpt:       []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
+		anomalyOpts:    map[string][]metric.AddOption{},
+		incompleteOpts: reasonOpts(incompleteReasons),
 	}
 	for _, k := range []request.Kind{request.KindVLLM, request.KindTensorRTLLM, request.KindSGLangRoot, request.KindTGI} {
 		p.providerOpts[k] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", k.Provider())))}
@@ -115,14 +122,28 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			return nil, err
 		}
 	}
+	// A node agent that defers the figures defers agent runs and cost too:
+	// the gateway sees every span of a trace, and every engine's requests.
+	if !cfg.DeferFigures {
+		p.pricer = newPricer(cfg)
+	}
+	if cfg.Agents.Enabled && !cfg.DeferFigures {
+		p.agents = newAssembler(cfg, p.pricer)
+		p.retry.maxSpans = max(p.retry.maxSpans, cfg.Agents.MaxSpans)
+		err = tel.RegisterProcessorInferenceAgentPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(p.agents.Len()))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	p.tick = tickFor(cfg)
 	if cfg.SGLangJoin.Wait > 0 && !cfg.DeferFigures {
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
-		p.retry.maxSpans = cfg.SGLangJoin.MaxPending
-		// Check a few times per wait, so a held span is late by a quarter
-		// of the wait at most.
-		p.tick = min(cfg.SGLangJoin.Wait/4, time.Second)
+		p.retry.maxSpans = max(p.retry.maxSpans, cfg.SGLangJoin.MaxPending)
 		err = tel.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(int64(p.join.Len()))
 			return nil
@@ -134,8 +155,21 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 	return p, nil
 }
 
+// tickFor is how often held spans are checked: a few times per wait, so a
+// held span is late by a quarter of its wait at most, and at least once a
+// second.
+func tickFor(cfg *Config) time.Duration {
+	tick := time.Second
+	for _, w := range []time.Duration{cfg.SGLangJoin.Wait, cfg.Agents.Wait, cfg.Agents.EngineWait} {
+		if w > 0 {
+			tick = min(tick, max(w/4, time.Millisecond))
+		}
+	}
+	return tick
+}
+
 func (p *inferenceProcessor) start(context.Context, component.Host) error {
-	if p.join == nil {
+	if p.join == nil && p.agents == nil {
 		return nil
 	}
 	// Background work gets its own context, not Start's.
@@ -165,9 +199,16 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 			p.cancel()
 		}
 		p.wg.Wait()
+		var drained []join.Released
 		if p.join != nil {
-			err = p.flush(ctx, p.join.Drain())
+			drained = p.join.Drain()
 		}
+		var agentOut []agent.Release
+		if p.agents != nil {
+			agentOut = p.agents.Drain(p.now())
+			p.agentStats(ctx)
+		}
+		err = p.flush(ctx, drained, agentOut)
 		p.tel.Shutdown()
 		p.steps.Close()
 	})
@@ -181,6 +222,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	var released []join.Released
 	var drop []int
 	held := false
+	var b batchState
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -206,6 +248,9 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				}
 				switch kind {
 				case request.KindNone:
+					if p.agents != nil && p.genaiSpan(&b, rs, ss, span) {
+						drop = append(drop, k)
+					}
 					continue
 				case request.KindSGLangStage:
 					released = append(released, p.stage(ctx, span)...)
@@ -236,7 +281,13 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				if !read {
 					ri, read = p.readResource(rs.Resource()), true
 				}
-				p.normalize(ctx, kind, spans, k, &ri, q)
+				r := p.normalize(ctx, kind, spans, k, &ri, q)
+				if r.Request && !r.Processed && (p.pricer != nil || p.agents != nil && !span.ParentSpanID().IsEmpty()) {
+					span = spans.At(k) // phase spans may have moved it
+					if p.engineSpan(&b, span, &ri, &r, takeSpan(rs, ss, span)) {
+						drop = append(drop, k)
+					}
+				}
 			}
 			if len(drop) > 0 {
 				held = true
@@ -247,6 +298,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	if held {
 		removeEmpty(td)
 	}
+	p.finishBatch(ctx, &b)
 	if len(released) > 0 {
 		// Released spans belong to earlier batches: they go on in a batch of
 		// their own, so a refusal is retried here rather than returned to a
@@ -307,6 +359,10 @@ func (p *inferenceProcessor) countRemoved(ctx context.Context, attrs, events int
 type resourceInfo struct {
 	facts    request.Resource
 	instance string // the engine instance's key in the step window; "" when engine_steps is off
+	// For cost: the engine instance, and its GPUs when the resource says.
+	costInstance string
+	gpu          string
+	gpuCount     int
 }
 
 func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
@@ -314,17 +370,20 @@ func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
 	if p.steps != nil {
 		ri.instance = stepwindow.InstanceKey(res)
 	}
+	if p.pricer != nil {
+		ri.readCostResource(res)
+	}
 	return ri
 }
 
 // normalize writes the canonical attributes on spans.At(k) and appends its
 // phase spans to spans.
-func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) {
+func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) request.Result {
 	span := spans.At(k)
 	r := request.Normalize(kind, span, &ri.facts, &p.settings, q)
 	p.countRemoved(ctx, r.ContentRemoved, 0)
 	if r.Processed {
-		return
+		return r
 	}
 	if p.steps != nil && r.Request {
 		p.interTokenLatency(span, ri.instance, r.RequestID)
@@ -340,6 +399,7 @@ func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, s
 			p.tel.ProcessorInferencePhaseSpans.Add(ctx, int64(added))
 		}
 	}
+	return r
 }
 
 // removeIndexes removes the spans at the given ascending indexes (the
