@@ -130,7 +130,8 @@ type StepsConfig struct {
 	// window's main memory cost (about 42 bytes each). Default 2000000
 	// (about 85 MB). Must be positive.
 	MaxRecords int `mapstructure:"max_records"`
-	// MaxInstances caps the engine instances (service.name) tracked.
+	// MaxInstances caps the engine instances (service.instance.id, or
+	// service.name without the launcher) tracked.
 	// Default 256. Must be positive.
 	MaxInstances int `mapstructure:"max_instances"`
 	// StallFactor counts an inter-token gap as a stall

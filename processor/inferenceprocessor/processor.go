@@ -118,6 +118,9 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.steps = stepwindow.New(stepwindow.Config{
 			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
 		})
+		if err := p.steps.RegisterTelemetry(set.TelemetrySettings); err != nil {
+			return nil, err
+		}
 	}
 	// A node agent that defers the figures defers agent runs and cost too:
 	// the gateway sees every span of a trace, and every engine's requests.
@@ -207,6 +210,7 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 		}
 		err = p.flush(ctx, drained, agentOut)
 		p.tel.Shutdown()
+		p.steps.Close()
 	})
 	return err
 }
