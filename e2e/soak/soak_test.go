@@ -3,8 +3,9 @@
 
 // Package soak runs the built collector on config/graphsignal.yaml under
 // sustained load and faults, and checks that nothing is lost: request spans
-// over OTLP, engine step datagrams, CUPTI kernel records, a Graphsignal
-// outage, a SIGKILL, malformed input on every listener and memory pressure.
+// over OTLP, engine step records (rings and datagrams), CUPTI kernel
+// records, a Graphsignal outage, a SIGKILL, malformed input on every
+// listener and memory pressure.
 // SOAK_DURATION sets the load phase (`make test` runs 30s; `make soak` runs
 // 5m and writes the figures to SOAK_REPORT).
 package soak
@@ -208,7 +209,7 @@ func (r *run) load(t *testing.T) {
 	r.alive(t)
 
 	// Nothing lost: every span the receiver accepted was counted by the
-	// connector, every datagram sent became a step span, every record
+	// connector, every step record written became a step span, every record
 	// written was decoded.
 	var s series
 	require.Eventually(t, func() bool {
@@ -231,7 +232,7 @@ func (r *run) load(t *testing.T) {
 	r.addf("|---|---|---|---|")
 	r.addf("| vLLM request spans, OTLP/HTTP | %d/s | %.0f/s (%d accepted, %d batches refused then resent) | 0 (all %d counted by inference_metrics) |",
 		spanRate, float64(spans.accepted.Load())/elapsed, spans.accepted.Load(), spans.refused.Load(), spans.accepted.Load())
-	r.addf("| engine step datagrams, %d engines | %d/s each | %.0f/s each (%d sent, %d dropped at the sender as the hook would) | 0 |",
+	r.addf("| engine step records through shared-memory rings, %d engines | %d/s each | %.0f/s each (%d written, %d dropped at the writer, ring full, as the hook would) | 0 |",
 		engines, stepRate, float64(steps.sent.Load())/elapsed/engines, steps.sent.Load(), steps.dropped.Load())
 	r.addf("| CUPTI kernel records, 2 connections | %d/s | %.0f/s (%d) | 0 |", cuptiRate, float64(cupti.records.Load())/elapsed, cupti.records.Load())
 	r.addf("\nCollector CPU %.2f cores; RSS median %.0f MiB, peak %.0f MiB (memory_limiter limit_mib %d, GOMEMLIMIT %s, budget %d MiB).", cpu, med, peak, limitMiB, r.gomemlimit, budgetMiB)
