@@ -268,6 +268,7 @@ func FuzzDecoder(f *testing.F) {
 	f.Add(AppendHello(nil, 1, 0, ""))
 	f.Add(AppendRecords(AppendString(AppendHello(nil, 1, 0, "h"), 3, "k"), []Record{kernel(3, 1, 2), kernel(4, 1, 2)}))
 	f.Add([]byte("IPCU\x01\x03\x00\x00\xff\xff\xff\xff"))
+	f.Add(correlationStream())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := &checking{defined: map[uint32]bool{}}
 		_ = NewDecoder(bytes.NewReader(b), c).Run()

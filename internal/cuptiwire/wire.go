@@ -127,7 +127,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Length > MaxPayload {
 		return h, fmt.Errorf("frame length %d > %d: %w", h.Length, MaxPayload, ErrFrameTooLarge)
 	}
-	if h.Type < FrameTypeHello || h.Type > FrameTypeClock {
+	if h.Type < FrameTypeHello || h.Type > FrameTypeLaunches {
 		return h, fmt.Errorf("frame type %d: %w", h.Type, ErrUnknownFrame)
 	}
 	return h, nil
