@@ -88,6 +88,9 @@ func (p *plan) set(key, value, why string) {
 }
 
 func main() {
+	if code, ok := runTimeline(os.Args[1:], os.Getenv, os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	opts, err := parseArgs(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

@@ -30,6 +30,13 @@ const (
 	// 10000 signals at a time.
 	defaultFlushTimeout = time.Second
 	defaultMaxBatch     = 10000
+	// The timeline's default budget holds about 300,000 kernel spans or
+	// 250,000 steps.
+	defaultTimelineMiB = 64
+	defaultTimelineAge = 15 * time.Minute
+	// The inference_metrics connector's default goodput targets.
+	defaultGoodputTTFT = 2 * time.Second
+	defaultGoodputTPOT = 100 * time.Millisecond
 )
 
 // Config is the graphsignal exporter's configuration.
@@ -64,6 +71,14 @@ type Config struct {
 	// Traces configures the opt-in traces mode.
 	Traces TracesConfig `mapstructure:"traces"`
 
+	// Timeline configures GET /timeline on the local listener: the spans
+	// of a traces pipeline this exporter is in, and the NVML readings of
+	// its metrics pipeline, kept within a memory budget.
+	Timeline TimelineConfig `mapstructure:"timeline"`
+
+	// Dashboard configures the page at GET / on the local listener.
+	Dashboard DashboardConfig `mapstructure:"dashboard"`
+
 	// QueueConfig is exporterhelper's sending_queue. Set storage to a
 	// file_storage extension for a queue that survives restarts.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
@@ -80,6 +95,43 @@ type TracesConfig struct {
 	// Enabled turns traces mode on; default false. When false, a traces
 	// pipeline using this exporter fails to start.
 	Enabled bool `mapstructure:"enabled"`
+
+	_ struct{}
+}
+
+// TimelineConfig bounds the local timeline.
+type TimelineConfig struct {
+	// Enabled keeps spans for GET /timeline; default true. It needs the
+	// local listener, and this exporter in a traces pipeline to get spans.
+	Enabled bool `mapstructure:"enabled"`
+	// MemoryLimitMiB is the estimated memory the kept records may use;
+	// default 64. Past it the oldest are dropped.
+	MemoryLimitMiB int64 `mapstructure:"memory_limit_mib"`
+	// MaxAge drops records older than this; default 15m.
+	MaxAge time.Duration `mapstructure:"max_age"`
+
+	_ struct{}
+}
+
+// DashboardConfig configures the local dashboard.
+type DashboardConfig struct {
+	// Enabled serves the dashboard at GET /; default true. It needs the
+	// local listener.
+	Enabled bool `mapstructure:"enabled"`
+	// Goodput holds the targets drawn on the latency charts and named
+	// beside the goodput figure (which itself comes from the
+	// inference_metrics connector's counters). Keep them equal to the
+	// connector's goodput settings; defaults are the connector's.
+	Goodput GoodputTargets `mapstructure:"goodput"`
+
+	_ struct{}
+}
+
+// GoodputTargets are latency targets; 0 means none.
+type GoodputTargets struct {
+	TimeToFirstToken   time.Duration `mapstructure:"time_to_first_token"`
+	TimePerOutputToken time.Duration `mapstructure:"time_per_output_token"`
+	E2E                time.Duration `mapstructure:"e2e"`
 
 	_ struct{}
 }
@@ -105,6 +157,10 @@ func createDefaultConfig() component.Config {
 		Local:        local,
 		QueueConfig:  configoptional.Some(queue),
 		RetryConfig:  configretry.NewDefaultBackOffConfig(),
+		Timeline:     TimelineConfig{Enabled: true, MemoryLimitMiB: defaultTimelineMiB, MaxAge: defaultTimelineAge},
+		Dashboard: DashboardConfig{Enabled: true, Goodput: GoodputTargets{
+			TimeToFirstToken: defaultGoodputTTFT, TimePerOutputToken: defaultGoodputTPOT,
+		}},
 	}
 }
 
@@ -139,6 +195,17 @@ func (cfg *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(local); err != nil {
 			errs = append(errs, fmt.Errorf("local.endpoint: %w", err))
 		}
+	}
+	if cfg.Timeline.Enabled {
+		if cfg.Timeline.MemoryLimitMiB <= 0 {
+			errs = append(errs, fmt.Errorf("timeline.memory_limit_mib: %d: must be positive", cfg.Timeline.MemoryLimitMiB))
+		}
+		if cfg.Timeline.MaxAge <= 0 {
+			errs = append(errs, fmt.Errorf("timeline.max_age: %s: must be positive", cfg.Timeline.MaxAge))
+		}
+	}
+	if g := cfg.Dashboard.Goodput; g.TimeToFirstToken < 0 || g.TimePerOutputToken < 0 || g.E2E < 0 {
+		errs = append(errs, errors.New("dashboard.goodput: targets must not be negative"))
 	}
 	for k := range cfg.Tags {
 		if k == "" {

@@ -690,8 +690,9 @@ func TestTracesMode(t *testing.T) {
 	cfg := syncConfig(srv.URL)
 	f := NewFactory()
 	set := metadatatest.NewSettings(componenttest.NewTelemetry())
+	cfg.Timeline.Enabled = false
 	_, err := f.CreateTraces(t.Context(), set, cfg)
-	require.ErrorIs(t, err, errTracesOff, "off by default")
+	require.ErrorIs(t, err, errTracesOff, "off by default, with the local timeline off")
 
 	cfg.Traces.Enabled = true
 	exp, err := f.CreateTraces(t.Context(), set, cfg)

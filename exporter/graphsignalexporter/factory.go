@@ -50,12 +50,13 @@ func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) 
 	return e, nil
 }
 
-var errTracesOff = errors.New("traces mode is off: set traces.enabled: true to upload spans to Graphsignal's /api/v1/signals/ endpoint, " +
+var errTracesOff = errors.New("neither traces mode nor the local timeline is on: set traces.enabled: true to upload spans to " +
+	"Graphsignal's /api/v1/signals/ endpoint, or timeline.enabled: true to keep them for GET /timeline on local.endpoint, " +
 	"or leave this exporter out of traces pipelines (request spans reach Graphsignal through the inference_metrics connector)")
 
 func createTraces(_ context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
 	c := cfg.(*Config)
-	if !c.Traces.Enabled {
+	if !c.Traces.Enabled && !c.Timeline.Enabled {
 		return nil, errTracesOff
 	}
 	s, err := acquire(set, c)

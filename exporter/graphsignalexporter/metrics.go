@@ -75,12 +75,15 @@ func (e *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		r, est := e.s.enc.Metrics(out)
 		req = &encodedMetrics{req: r, st: est}
 	}
+	// So do the dashboard and the timeline.
+	c := e.s.collectMetrics(out)
 	if e.inner != nil {
 		if err := e.inner.ConsumeMetrics(ctx, out); err != nil {
 			return err
 		}
 	}
 	e.conv.Commit(tx)
+	e.s.apply(ctx, c)
 	if req != nil {
 		e.s.record(ctx, req.st)
 		if n := e.s.store.Apply(req.req); n > 0 {

@@ -17,11 +17,15 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/dashboard"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
+	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
 )
 
 // shared is what the metrics, logs and traces exporters of one configured
@@ -33,7 +37,10 @@ type shared struct {
 	set      exporter.Settings
 	logger   *zap.Logger
 	enc      *encode.Encoder
-	store    *local.Store // nil when local.endpoint is empty
+	store    *local.Store       // nil when local.endpoint is empty
+	timeline *timeline.Store    // nil when local.endpoint is empty or the timeline is off
+	history  *dashboard.History // nil when local.endpoint is empty or the dashboard is off
+	started  time.Time
 	tb       *metadata.TelemetryBuilder
 	up       *uploader // nil without api_key
 	now      func() time.Time
@@ -75,8 +82,15 @@ func acquire(set exporter.Settings, cfg *Config) (*shared, error) {
 	now := time.Now
 	s := &shared{cfg: cfg, set: set, logger: set.Logger, tb: tb, now: now, instance: newInstanceID(), users: 1}
 	s.enc = encode.New(encode.OSEnvTags(), cfg.Tags, s.instance, now, encode.WithNames(cfg.Names))
+	s.started = now()
 	if cfg.Local.NetAddr.Endpoint != "" {
 		s.store = local.New(set.BuildInfo.Version, s.enc.GlobalTags(), now)
+		if cfg.Timeline.Enabled {
+			s.timeline = timeline.New(cfg.Timeline.MemoryLimitMiB<<20, cfg.Timeline.MaxAge, now)
+		}
+		if cfg.Dashboard.Enabled {
+			s.history = dashboard.NewHistory()
+		}
 	}
 	if cfg.APIKey != "" {
 		s.up = newUploader(cfg, set, tb)
@@ -118,7 +132,7 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return fmt.Errorf("local.endpoint %s: %w", s.cfg.Local.NetAddr.Endpoint, err)
 	}
-	srv, err := s.cfg.Local.ToServer(ctx, host.GetExtensions(), s.set.TelemetrySettings, local.NewMux(s.store))
+	srv, err := s.cfg.Local.ToServer(ctx, host.GetExtensions(), s.set.TelemetrySettings, s.mux())
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("local: %w", err)
@@ -129,6 +143,9 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 			zap.String("endpoint", s.cfg.Local.NetAddr.Endpoint))
 	}
 	s.logger.Info("Serving signals locally", zap.String("url", "http://"+ln.Addr().String()+"/signals"))
+	if s.history != nil {
+		s.logger.Info("Serving the dashboard locally", zap.String("url", "http://"+ln.Addr().String()+"/"))
+	}
 	s.server = srv
 	s.served = make(chan struct{})
 	go func(srv *http.Server, done chan struct{}) {
@@ -138,6 +155,68 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 		}
 	}(s.server, s.served)
 	return nil
+}
+
+// mux is the local listener's routes: /signals and /health, then
+// /timeline and the dashboard (/ and /dashboard.json) when they are on.
+func (s *shared) mux() *http.ServeMux {
+	mux := local.NewMux(s.store)
+	if s.timeline != nil {
+		mux.Handle("GET /timeline", timeline.Handler(s.timeline))
+	}
+	if s.history != nil {
+		g := s.cfg.Dashboard.Goodput
+		dashboard.Register(mux, dashboard.Source{
+			Version: s.set.BuildInfo.Version, Start: s.started, Now: s.now,
+			Targets: dashboard.Targets{TTFT: g.TimeToFirstToken.Seconds(), TPOT: g.TimePerOutputToken.Seconds(), E2E: g.E2E.Seconds()},
+			History: s.history, Timeline: s.timeline, Budget: s.cfg.Timeline.MemoryLimitMiB << 20,
+		})
+	}
+	return mux
+}
+
+// collected is what the timeline and the dashboard take from one batch,
+// read before the batch goes on to the queue.
+type collected struct {
+	timeline *timeline.Batch
+	history  *dashboard.History
+}
+
+// collectTraces reads the spans the timeline keeps; it only reads td.
+func (s *shared) collectTraces(td ptrace.Traces) collected {
+	if s.timeline == nil {
+		return collected{}
+	}
+	return collected{timeline: timeline.Collect(td)}
+}
+
+// collectMetrics reads what the dashboard and the timeline's GPU counters
+// take from the metrics accepted (after the delta step); it only reads md.
+func (s *shared) collectMetrics(md pmetric.Metrics) collected {
+	var c collected
+	if s.history != nil {
+		c.history = dashboard.Collect(md)
+	}
+	if s.timeline != nil {
+		c.timeline = timeline.CollectMetrics(md)
+	}
+	return c
+}
+
+// apply adds a batch the pipeline accepted.
+func (s *shared) apply(ctx context.Context, c collected) {
+	if c.history != nil {
+		s.history.Merge(c.history)
+	}
+	if c.timeline == nil || c.timeline.Empty() && c.timeline.Bad == 0 {
+		return
+	}
+	if c.timeline.Bad > 0 {
+		s.tb.GraphsignalTimelineBadSpans.Add(ctx, int64(c.timeline.Bad))
+	}
+	if n := s.timeline.Apply(c.timeline); n > 0 {
+		s.tb.GraphsignalTimelineEvictedRecords.Add(ctx, int64(n))
+	}
 }
 
 // stop is called by each exporter's Shutdown, started or not; the last one

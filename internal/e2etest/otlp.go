@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -106,7 +107,7 @@ func (t *Tracer) send(ctx context.Context, tr trace.Tracer, spec SpanSpec) trace
 		t.send(ctx, tr, c)
 	}
 	if spec.Error != "" {
-		span.SetStatus(2, spec.Error) // codes.Error
+		span.SetStatus(codes.Error, spec.Error)
 	}
 	span.End(trace.WithTimestamp(spec.End))
 	return span.SpanContext()

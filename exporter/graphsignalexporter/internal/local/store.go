@@ -454,12 +454,22 @@ func (h *histogram) stats() HistogramStats {
 	return st
 }
 
-// quantile estimates the q-quantile from the bins: it finds the bucket
-// holding rank ceil(q*count), as the exact nearest-rank percentile would,
-// and interpolates linearly between that bucket's bounds. Bins are upper
-// bounds; a bucket's lower bound is the previous bin, or min for the
-// first. The estimate and the bucket are clamped to [min, max].
 func (h *histogram) quantile(q float64) (*float64, [2]*float64) {
+	return Quantile(h.bins, h.min, h.max, q)
+}
+
+// Quantile estimates the q-quantile of a histogram in Graphsignal's form
+// (upper bound -> count, the last bin also holding the overflow): it finds
+// the bucket holding rank ceil(q*count), as the exact nearest-rank
+// percentile would, and interpolates linearly between that bucket's bounds.
+// A bucket's lower bound is the previous bin, or minV (the minimum, when
+// known) for the first. The estimate and the bucket are clamped to
+// [minV, maxV]. The dashboard uses it too, so both read quantiles alike.
+func Quantile(hbins map[float64]int64, minV, maxV *float64, q float64) (*float64, [2]*float64) {
+	h := struct {
+		bins     map[float64]int64
+		min, max *float64
+	}{hbins, minV, maxV}
 	var total int64
 	bins := make([]float64, 0, len(h.bins))
 	for b, c := range h.bins {
