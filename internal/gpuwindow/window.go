@@ -135,6 +135,9 @@ type StepInfo struct {
 	Link     Link
 	// Ref is the caller's handle, returned with the step's Result.
 	Ref any
+	// Owner is who collects the step (Collect's owner): two processors
+	// sharing the window each get their own steps.
+	Owner any
 }
 
 // Missing says why a step's GPU figures are absent or partial.
@@ -376,14 +379,17 @@ func (w *Window) evictEngineLocked() bool {
 	return true
 }
 
-// Collect finalizes the steps that are complete, or past their deadline, at
-// now, appends their results to dst and returns it.
-func (w *Window) Collect(now time.Time, dst []Result) []Result {
+// Collect finalizes owner's steps that are complete, or past their
+// deadline, at now, appends their results to dst and returns it. A nil
+// owner collects every step.
+func (w *Window) Collect(now time.Time, owner any, dst []Result) []Result {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	keep := w.pending[:0]
 	for _, st := range w.pending {
 		switch {
+		case owner != nil && st.info.Owner != owner:
+			keep = append(keep, st)
 		case st.evicted:
 			dst = append(dst, w.finalizeLocked(st, MissingEvicted))
 		case w.completeLocked(st, now):

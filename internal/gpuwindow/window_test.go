@@ -77,7 +77,7 @@ func (tl *timeline) kernel(corr uint32, series uint32, cat string, startUS, endU
 func (tl *timeline) collect(after time.Duration) map[uint64]Result {
 	tl.now = tl.now.Add(after)
 	out := map[uint64]Result{}
-	for _, r := range tl.w.Collect(tl.now, nil) {
+	for _, r := range tl.w.Collect(tl.now, nil, nil) {
 		out[r.Ref.(uint64)] = r
 	}
 	return out

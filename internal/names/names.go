@@ -151,6 +151,9 @@ const (
 	AttrStepGPUTopTimes      = "inferprof.step.gpu.top_kernel_times"
 	AttrStepGPUMissing       = "inferprof.step.gpu.missing" // why the figures are absent or partial
 	AttrStepSource           = "inferprof.step.source"      // "kineto" on steps made from profiler traces
+	// AttrThreadID (semconv thread.id) on a step span names the engine
+	// thread: then only its launches in the engine's process are the step's.
+	AttrThreadID = "thread.id"
 )
 
 // A request's GPU figures: over the steps that gave it tokens, its share of

@@ -152,6 +152,8 @@ type Result struct {
 	DecodeSteps int
 	// Stalls counts gaps above StallFactor times P50.
 	Stalls int
+	// GPU is the request's share of its steps' GPU time (gpu.go).
+	GPU RequestGPU
 }
 
 // Stats are the window's counters.
@@ -205,6 +207,9 @@ type instance struct {
 type stepRec struct {
 	start, end int64
 	touched    []*track // requests that got tokens here, to trim on eviction
+	tokens     int64    // tokens the step gave, all requests
+	gpu        *GPU     // the step's GPU figures (gpu.go); nil: none yet
+	gpuPending bool     // the figures are still being gathered
 }
 
 // source is the last step seen from one process.
@@ -229,6 +234,12 @@ type tokenRec struct {
 // Add appends step s to instance key's window and evicts what the bounds
 // require. Steps of one source must arrive in order; late ones are dropped.
 func (w *Window) Add(key string, s *Step) {
+	w.AddRef(key, s)
+}
+
+// AddRef is Add returning a reference to the step, for SetGPU; ok is false
+// when the step was dropped.
+func (w *Window) AddRef(key string, s *Step) (ref Ref, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	in := w.instances[key]
@@ -248,9 +259,9 @@ func (w *Window) Add(key string, s *Step) {
 	in.used = w.tick
 	flawed := s.Truncated
 	flawStart := s.StartUnixNs
-	if last, ok := in.sources[s.Source]; ok {
+	if last, found := in.sources[s.Source]; found {
 		if s.Index <= last.index {
-			return
+			return Ref{}, false
 		}
 		if s.Index != last.index+1 {
 			// The lost steps ran between the previous step and this one.
@@ -277,6 +288,7 @@ func (w *Window) Add(key string, s *Step) {
 	slot := w.slotLocked(in)
 	touched := slot.touched[:0] // reuse the evicted step's slice when the ring wraps
 	seq := in.nextSeq
+	var total int64
 	for i, id := range s.RequestIDs {
 		tok := int64(1)
 		if i < len(s.RequestTokens) {
@@ -292,8 +304,9 @@ func (w *Window) Add(key string, s *Step) {
 		}
 		t.recs = append(t.recs, tokenRec{seq: seq, tokens: tok})
 		touched = append(touched, t)
+		total += tok
 	}
-	*slot = stepRec{start: s.StartUnixNs, end: s.EndUnixNs, touched: touched}
+	*slot = stepRec{start: s.StartUnixNs, end: s.EndUnixNs, touched: touched, tokens: total}
 	in.nextSeq++
 	if flawed {
 		if len(in.flaws) >= w.cfg.MaxSteps {
@@ -309,6 +322,7 @@ func (w *Window) Add(key string, s *Step) {
 	for w.records > w.cfg.MaxRecords {
 		w.evictGlobalOldestLocked()
 	}
+	return Ref{key: key, in: in, seq: seq}, true
 }
 
 // addSourceLocked makes room for a new source: it forgets sources whose
@@ -446,6 +460,7 @@ func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result
 		}
 		ends = append(ends, in.steps[i].end)
 		res.Tokens += int(r.tokens)
+		res.GPU.add(&in.steps[i], r.tokens)
 	}
 	// Lost or truncated steps anywhere in the request's life taint it.
 	arrivalNs := arrival.UnixNano()

@@ -60,6 +60,7 @@ func TestUnmarshalConfig(t *testing.T) {
 			Events:     []string{"gen_ai.user.message", "gen_ai.choice"},
 		},
 		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
+		GPU:         GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
 	}, cfg)
 
 	cfg, err = load(t, "keep")
@@ -82,6 +83,8 @@ func TestInvalidConfig(t *testing.T) {
 		"zero_max_age":     "engine_steps.max_age must be positive",
 		"low_stall_factor": "engine_steps.stall_factor must be above 1",
 		"negative_gaps":    "engine_steps.max_itl_gaps must not be negative",
+		"zero_gpu_wait":    "gpu.wait must be positive",
+		"zero_gpu_held":    "gpu.max_held must be positive",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, name)

@@ -40,6 +40,7 @@ type inferenceProcessor struct {
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
 	maxGaps    int                // engine_steps.max_itl_gaps
+	gpu        *gpuJoin           // nil when gpu is off (gpu.go)
 
 	// Released spans the next consumer refused, retried on the next ticks.
 	retry retryQueue
@@ -108,11 +109,22 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
 		})
 	}
+	if cfg.GPU.Enabled {
+		p.gpu = newGPUJoin(cfg.GPU)
+		p.retry.maxSpans = cfg.GPU.MaxHeld
+		err = tel.RegisterProcessorInferenceGpuHeldCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(p.gpu.held()))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if cfg.SGLangJoin.Wait > 0 {
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
-		p.retry.maxSpans = cfg.SGLangJoin.MaxPending
+		p.retry.maxSpans = max(p.retry.maxSpans, cfg.SGLangJoin.MaxPending)
 		// Check a few times per wait, so a held span is late by a quarter
 		// of the wait at most.
 		p.tick = min(cfg.SGLangJoin.Wait/4, time.Second)
@@ -128,12 +140,18 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 }
 
 func (p *inferenceProcessor) start(context.Context, component.Host) error {
-	if p.join == nil {
+	if p.join == nil && p.gpu == nil {
 		return nil
 	}
 	// Background work gets its own context, not Start's.
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
+	if p.gpu != nil {
+		p.startGPU(ctx)
+	}
+	if p.join == nil {
+		return nil
+	}
 	p.wg.Go(func() {
 		t := time.NewTicker(p.tick)
 		defer t.Stop()
@@ -161,18 +179,21 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 		if p.join != nil {
 			err = p.flush(ctx, p.join.Drain())
 		}
+		if p.gpu != nil && p.gpu.win != nil {
+			p.drainGPU(ctx)
+		}
 		p.tel.Shutdown()
 	})
 	return err
 }
 
 func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
-	if p.steps != nil {
-		p.addSteps(ctx, td)
+	held := false
+	if p.steps != nil || p.gpu != nil {
+		held = p.addSteps(ctx, td)
 	}
 	var released []join.Released
 	var drop []int
-	held := false
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -221,7 +242,10 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				if !read {
 					ri, read = p.readResource(rs.Resource()), true
 				}
-				p.normalize(ctx, kind, spans, k, &ri, q)
+				id := p.normalize(ctx, kind, spans, k, &ri, q)
+				if p.gpu != nil && p.requestGPU(ctx, rs, ss, spans.At(k), ri.instance, id) {
+					drop = append(drop, k)
+				}
 			}
 			if len(drop) > 0 {
 				held = true
@@ -300,13 +324,14 @@ func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
 }
 
 // normalize writes the canonical attributes on spans.At(k) and appends its
-// phase spans to spans.
-func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) {
+// phase spans to spans. It returns the request id of a request span the
+// step window knows of, for its GPU figures; else "".
+func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) string {
 	span := spans.At(k)
 	r := request.Normalize(kind, span, &ri.facts, &p.settings, q)
 	p.countRemoved(ctx, r.ContentRemoved, 0)
 	if r.Processed {
-		return
+		return ""
 	}
 	if p.steps != nil && r.Request {
 		p.interTokenLatency(span, ri.instance, r.RequestID)
@@ -322,6 +347,10 @@ func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, s
 			p.tel.ProcessorInferencePhaseSpans.Add(ctx, int64(added))
 		}
 	}
+	if !r.Request || p.steps == nil {
+		return ""
+	}
+	return r.RequestID
 }
 
 // removeIndexes removes the spans at the given ascending indexes (the

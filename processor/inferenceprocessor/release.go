@@ -101,8 +101,11 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 		rs := r.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
 		ri := p.readResource(rs.Resource())
-		p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
+		id := p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
 			request.Queue{Seconds: r.Queue, Known: r.QueueKnown, Start: r.QueueStart})
+		if p.gpu != nil && p.requestGPU(ctx, rs, ss, ss.Spans().At(0), ri.instance, id) {
+			continue // held for its steps' GPU figures; released by tickGPU
+		}
 		r.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	}
 	return td
@@ -149,7 +152,7 @@ func (p *inferenceProcessor) retryRefused(ctx context.Context) {
 
 // refused handles a batch the next consumer refused after attempts tries.
 func (p *inferenceProcessor) refused(ctx context.Context, td ptrace.Traces, attempts int, err error) {
-	if attempts < maxReleaseAttempts && !consumererror.IsPermanent(err) && p.join != nil &&
+	if attempts < maxReleaseAttempts && !consumererror.IsPermanent(err) && p.retry.maxSpans > 0 &&
 		p.retry.add(pending{td: td, attempts: attempts}) {
 		p.tel.ProcessorInferenceReleaseRetries.Add(ctx, int64(td.SpanCount()))
 		if ok, suppressed := p.warn.allow("release_retry", p.now()); ok {

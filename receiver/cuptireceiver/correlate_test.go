@@ -80,7 +80,7 @@ func TestIdentityDevicesAndCorrelation(t *testing.T) {
 
 	var res []gpuwindow.Result
 	require.Eventually(t, func() bool {
-		for _, r := range win.Collect(time.Now(), nil) {
+		for _, r := range win.Collect(time.Now(), nil, nil) {
 			if r.Ref == "step-4" {
 				res = append(res, r)
 			}

@@ -20,12 +20,18 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	require.NoError(t, tb.RegisterProcessorInferenceGpuHeldCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
 	}))
 	tb.ProcessorInferenceAnomalies.Add(context.Background(), 1)
 	tb.ProcessorInferenceContentRemoved.Add(context.Background(), 1)
+	tb.ProcessorInferenceGpuRequests.Add(context.Background(), 1)
+	tb.ProcessorInferenceGpuSteps.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinEvictions.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinTimeouts.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
@@ -37,6 +43,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceContentRemoved(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceGpuHeld(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceGpuRequests(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceGpuSteps(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceJoinEvictions(t, testTel,

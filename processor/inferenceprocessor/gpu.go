@@ -1,0 +1,364 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/inferprof/inferprof/internal/gpuwindow"
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepwindow"
+)
+
+// gpuTick is how often held spans are checked: a step whose kernel records
+// are all in passes within a tick of gpuwindow's Quiet.
+const gpuTick = 100 * time.Millisecond
+
+// gpuJoin holds engine.step spans until the kernels they launched are in,
+// and request spans until their steps are. The kernels come from the cupti
+// receiver through the collector's shared gpuwindow.Window.
+type gpuJoin struct {
+	win     *gpuwindow.Window
+	wait    time.Duration
+	maxHeld int
+	tick    time.Duration // gpuTick; tests tick by hand
+
+	mu       sync.Mutex
+	steps    int // held step spans: their Ref is in the window
+	requests []*heldRequest
+	results  []gpuwindow.Result
+
+	outcomes map[string][]metric.AddOption
+}
+
+// heldStep is a step span waiting for its kernels.
+type heldStep struct {
+	td     ptrace.Traces // the span alone, with its resource and scope
+	ref    stepwindow.Ref
+	hasRef bool
+}
+
+// heldRequest is a request span waiting for its steps' figures.
+type heldRequest struct {
+	td           ptrace.Traces
+	instance, id string
+	arrival      time.Time
+	deadline     time.Time
+}
+
+func newGPUJoin(cfg GPUConfig) *gpuJoin {
+	return &gpuJoin{wait: cfg.Wait, maxHeld: cfg.MaxHeld, tick: gpuTick, outcomes: map[string][]metric.AddOption{}}
+}
+
+func (g *gpuJoin) outcome(o string) []metric.AddOption {
+	if o == "" {
+		o = "ok"
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	opts, ok := g.outcomes[o]
+	if !ok {
+		opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))}
+		g.outcomes[o] = opts
+	}
+	return opts
+}
+
+func (g *gpuJoin) held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.steps + len(g.requests)
+}
+
+// engineKey names the engine process of a step span: the hook's host and
+// pid, and the instance id inferprof-run gave the engine.
+func engineKey(res pcommon.Resource) gpuwindow.EngineKey {
+	a := res.Attributes()
+	var k gpuwindow.EngineKey
+	if v, ok := a.Get(names.ResourceHostName); ok {
+		k.Host = v.Str()
+	}
+	if v, ok := a.Get(names.ResourceProcessPID); ok {
+		k.PID = uint32(v.Int())
+	}
+	if v, ok := a.Get(names.ResourceServiceInstance); ok {
+		k.Instance = v.Str()
+	}
+	return k
+}
+
+// hasStepGPU reports whether a step span carries its figures already (steps
+// the cupti receiver made from Kineto traces do).
+func hasStepGPU(a pcommon.Map) bool {
+	if _, ok := a.Get(names.AttrStepGPUKernelTime); ok {
+		return true
+	}
+	_, ok := a.Get(names.AttrStepGPUMissing)
+	return ok
+}
+
+// holdStep registers an engine.step span with the window. It returns true
+// when the span was moved out of the batch to wait for its kernels; else the
+// span says why it has no figures and passes on now.
+func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, ref stepwindow.Ref, hasRef bool) bool {
+	g := p.gpu
+	if g.win == nil || hasStepGPU(span.Attributes()) {
+		return false // not started, or figures made elsewhere (Kineto)
+	}
+	why := gpuwindow.MissingEvicted
+	ok := false
+	hs := &heldStep{ref: ref, hasRef: hasRef}
+	if g.held() < g.maxHeld {
+		info := gpuwindow.StepInfo{
+			Engine:      engineKey(rs.Resource()),
+			LaunchStart: int64(span.StartTimestamp()),
+			LaunchEnd:   int64(span.EndTimestamp()),
+			Deadline:    p.now().Add(g.wait),
+			Ref:         hs,
+			Owner:       g,
+			Link:        gpuwindow.Link{TraceID: span.TraceID(), SpanID: span.SpanID()},
+		}
+		if v, found := span.Attributes().Get(names.AttrStepIndex); found {
+			info.Index = uint64(v.Int())
+			info.Link.Index = info.Index
+		}
+		if v, found := span.Attributes().Get(names.AttrThreadID); found {
+			info.ThreadID = uint32(v.Int())
+		}
+		// Registered under the join's lock, so a tick never finalizes a
+		// step whose span is not held yet.
+		g.mu.Lock()
+		ok, why = g.win.AddStep(info)
+		if ok {
+			hs.td = moveSpan(rs, ss, span)
+			g.steps++
+		}
+		g.mu.Unlock()
+	}
+	if ok {
+		if hasRef {
+			p.steps.SetGPUPending(ref)
+		}
+		return true
+	}
+	writeStepGPU(span.Attributes(), gpuwindow.Result{Missing: why})
+	if hasRef {
+		p.steps.SetGPU(ref, &stepwindow.GPU{Missing: string(why)})
+	}
+	p.tel.ProcessorInferenceGpuSteps.Add(ctx, 1, g.outcome(string(why))...)
+	return false
+}
+
+// moveSpan moves span out of its batch into a batch of its own, with its
+// resource and scope; the emptied place is removed by the caller.
+func moveSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) ptrace.Traces {
+	one := ptrace.NewTraces()
+	rs2 := one.ResourceSpans().AppendEmpty()
+	rs.Resource().CopyTo(rs2.Resource())
+	rs2.SetSchemaUrl(rs.SchemaUrl())
+	ss2 := rs2.ScopeSpans().AppendEmpty()
+	ss.Scope().CopyTo(ss2.Scope())
+	ss2.SetSchemaUrl(ss.SchemaUrl())
+	span.MoveTo(ss2.Spans().AppendEmpty())
+	return one
+}
+
+func onlySpan(td ptrace.Traces) ptrace.Span {
+	return td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+}
+
+// requestGPU writes a request's GPU figures, or holds the span while some of
+// its steps are still gathering theirs. It returns true when it held it.
+func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, instance, id string) bool {
+	g := p.gpu
+	if id == "" || p.steps == nil {
+		return false
+	}
+	rg := p.steps.LookupGPU(instance, id, span.StartTimestamp().AsTime())
+	if !rg.Known() {
+		return false
+	}
+	if rg.Pending > 0 {
+		g.mu.Lock()
+		if g.steps+len(g.requests) < g.maxHeld {
+			g.requests = append(g.requests, &heldRequest{
+				instance: instance, id: id,
+				arrival: span.StartTimestamp().AsTime(), deadline: p.now().Add(g.wait), td: moveSpan(rs, ss, span),
+			})
+			g.mu.Unlock()
+			return true
+		}
+		g.mu.Unlock()
+	}
+	p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
+	return false
+}
+
+// tickGPU passes on the step spans whose kernels are in, then the request
+// spans whose steps all have their figures (or whose wait is over).
+func (p *inferenceProcessor) tickGPU(ctx context.Context, now time.Time) {
+	g := p.gpu
+	out := ptrace.NewTraces()
+	g.mu.Lock()
+	g.results = g.win.Collect(now, g, g.results[:0])
+	g.steps -= len(g.results)
+	results := g.results
+	g.mu.Unlock()
+	for _, r := range results {
+		hs, ok := r.Ref.(*heldStep)
+		if !ok {
+			continue
+		}
+		writeStepGPU(onlySpan(hs.td).Attributes(), r)
+		if hs.hasRef {
+			p.steps.SetGPU(hs.ref, stepGPU(r))
+		}
+		p.tel.ProcessorInferenceGpuSteps.Add(ctx, 1, g.outcome(string(r.Missing))...)
+		hs.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	clear(g.results)
+
+	g.mu.Lock()
+	reqs := g.requests
+	g.requests = nil
+	g.mu.Unlock()
+	var keep []*heldRequest
+	for _, h := range reqs {
+		rg := p.steps.LookupGPU(h.instance, h.id, h.arrival)
+		if rg.Pending > 0 && now.Before(h.deadline) {
+			keep = append(keep, h)
+			continue
+		}
+		p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(onlySpan(h.td).Attributes(), &rg))...)
+		h.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	g.mu.Lock()
+	g.requests = append(keep, g.requests...)
+	g.mu.Unlock()
+	if p.join == nil {
+		p.retryRefused(ctx)
+	}
+	p.sendHeld(ctx, out)
+}
+
+// sendHeld passes released spans on in a batch of their own; a refusal is
+// retried on the next ticks, as for the SGLang join.
+func (p *inferenceProcessor) sendHeld(ctx context.Context, td ptrace.Traces) {
+	if td.ResourceSpans().Len() == 0 {
+		return
+	}
+	if err := p.next.ConsumeTraces(ctx, td); err != nil {
+		p.refused(ctx, td, 1, err)
+	}
+}
+
+// drainGPU releases everything held, as it stands, at shutdown.
+func (p *inferenceProcessor) drainGPU(ctx context.Context) error {
+	g := p.gpu
+	p.tickGPU(ctx, time.Unix(1<<40, 0)) // every deadline is past
+	g.win.Release()
+	if n := g.held(); n > 0 {
+		p.logger.Warn("spans still held for GPU figures at shutdown", zap.Int("spans", n))
+	}
+	return nil
+}
+
+// stepGPU is what the step window keeps of a step's figures.
+func stepGPU(r gpuwindow.Result) *stepwindow.GPU {
+	f := r.Figures
+	sg := &stepwindow.GPU{Missing: string(r.Missing), Known: f.KernelCount > 0, KernelNS: f.KernelNS, IdleNS: f.IdleNS}
+	for _, c := range f.Categories {
+		sg.Categories = append(sg.Categories, stepwindow.GPUCategory{Category: c.Category, NS: c.NS})
+	}
+	return sg
+}
+
+func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
+
+// writeStepGPU writes a step's figures, or why it has none.
+func writeStepGPU(a pcommon.Map, r gpuwindow.Result) {
+	if r.Missing != gpuwindow.MissingNone {
+		a.PutStr(names.AttrStepGPUMissing, string(r.Missing))
+	}
+	f := r.Figures
+	if f.KernelCount == 0 {
+		return
+	}
+	a.PutDouble(names.AttrStepGPUKernelTime, seconds(f.KernelNS))
+	a.PutInt(names.AttrStepGPUKernelCount, int64(f.KernelCount))
+	if f.GraphCount > 0 {
+		a.PutInt(names.AttrStepGPUGraphCount, int64(f.GraphCount))
+	}
+	a.PutDouble(names.AttrStepGPUBusyTime, seconds(f.BusyNS))
+	a.PutDouble(names.AttrStepGPUIdleBefore, seconds(f.IdleBeforeNS))
+	a.PutDouble(names.AttrStepGPUIdleTime, seconds(f.IdleNS))
+	cats := a.PutEmptySlice(names.AttrStepGPUCategories)
+	times := a.PutEmptySlice(names.AttrStepGPUCategoryTimes)
+	cats.EnsureCapacity(len(f.Categories))
+	times.EnsureCapacity(len(f.Categories))
+	for _, c := range f.Categories {
+		cats.AppendEmpty().SetStr(c.Category)
+		times.AppendEmpty().SetDouble(seconds(c.NS))
+	}
+	top := a.PutEmptySlice(names.AttrStepGPUTopKernels)
+	topT := a.PutEmptySlice(names.AttrStepGPUTopTimes)
+	for _, k := range f.Top {
+		top.AppendEmpty().SetStr(k.Name)
+		topT.AppendEmpty().SetDouble(seconds(k.NS))
+	}
+}
+
+// writeRequestGPU writes a request's figures and returns the outcome: ""
+// when every step had whole figures, else the reason.
+func writeRequestGPU(a pcommon.Map, g *stepwindow.RequestGPU) string {
+	why := ""
+	switch {
+	case g.Pending > 0:
+		why = string(gpuwindow.MissingIncomplete)
+	case g.Missing > 0:
+		why = g.MissingReason
+	}
+	if why != "" {
+		a.PutStr(names.AttrGPUMissing, why)
+	}
+	if g.Steps == 0 && g.TimeNS == 0 && g.CPUOverheadNS == 0 {
+		return why
+	}
+	a.PutDouble(names.AttrGPUTime, g.TimeNS/1e9)
+	a.PutDouble(names.AttrCPUOverhead, seconds(g.CPUOverheadNS))
+	g.SortCategories()
+	cats := a.PutEmptySlice(names.AttrGPUCategories)
+	times := a.PutEmptySlice(names.AttrGPUCategoryTimes)
+	for _, c := range g.Categories {
+		cats.AppendEmpty().SetStr(c.Category)
+		times.AppendEmpty().SetDouble(c.NS / 1e9)
+	}
+	return why
+}
+
+// startGPU acquires the shared window and starts the ticker that releases
+// held spans.
+func (p *inferenceProcessor) startGPU(ctx context.Context) {
+	p.gpu.win = gpuwindow.Acquire()
+	p.wg.Go(func() {
+		t := time.NewTicker(p.gpu.tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.tickGPU(ctx, p.now())
+			}
+		}
+	})
+}
