@@ -592,6 +592,7 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 		names.MetricOtherDuration: aggregate.BoundsPhase, names.MetricTokenUsage: aggregate.BoundsTokens,
 		names.MetricInterTokenLatency: aggregate.BoundsITL, names.MetricStepDuration: aggregate.BoundsStepDuration,
 		names.MetricStepBatchSize: aggregate.BoundsBatchSize, names.MetricStepTokens: aggregate.BoundsStepTokens,
+		names.MetricCPUOverheadShare: aggregate.BoundsShare,
 	}
 	for _, s := range aggregate.Specs {
 		m, ok := md.Metrics[s.Name]

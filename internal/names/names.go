@@ -106,6 +106,8 @@ const (
 	MetricRequests           = "inferprof.server.requests"
 	MetricGoodput            = "inferprof.server.goodput"
 	MetricInterTokenLatency  = "inferprof.server.inter_token_latency"
+	MetricGPUTime            = "inferprof.server.gpu.time"
+	MetricCPUOverheadShare   = "inferprof.server.cpu_overhead.share"
 	MetricStepDuration       = "inferprof.engine.step.duration"
 	MetricStepBatchSize      = "inferprof.engine.step.batch_size"
 	MetricStepTokens         = "inferprof.engine.step.tokens"

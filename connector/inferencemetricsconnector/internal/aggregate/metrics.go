@@ -25,6 +25,8 @@ var (
 	BoundsTokens       = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
 	BoundsBatchSize    = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 	BoundsStepTokens   = []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+	// Shares of a request's time, 0 to 1.
+	BoundsShare = []float64{0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 )
 
 // Spec describes one emitted metric. Descriptions and units match
@@ -35,6 +37,8 @@ type Spec struct {
 	skipErrors              bool // the metric has no error.type: failed requests are left out
 	hists                   []histPart
 	sums                    []sumPart
+	// categories, for a double sum with one point per kernel category.
+	categories func(*Series) []CategorySeconds
 }
 
 type histPart struct {
@@ -124,6 +128,16 @@ var Specs = []Spec{
 		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.ITL }),
 	},
 	{
+		Name: names.MetricGPUTime, Unit: "s", kind: KindRequest,
+		Description: "GPU kernel time spent on requests, by kernel category: each request's share of the kernel time of the engine steps that gave it tokens, split by the tokens it got in each (inferprof.gpu.time, inferprof.gpu.categories).",
+		categories:  func(s *Series) []CategorySeconds { return s.Req.GPUTime },
+	},
+	{
+		Name: names.MetricCPUOverheadShare, Unit: "1", kind: KindRequest,
+		Description: "Share of a request's duration its engine steps spent with the GPU idle, waiting on the CPU (inferprof.latency.cpu_overhead over gen_ai.latency.e2e).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.CPUOverheadShare }),
+	},
+	{
 		Name: names.MetricStepDuration, Unit: "s", kind: KindStep,
 		Description: "Wall-clock time of one engine scheduler iteration (an engine.step span).",
 		hists:       stepHist(func(p *StepStats) *Histogram { return &p.Duration }),
@@ -200,6 +214,23 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 				dp.SetStartTimestamp(s.start)
 				dp.SetTimestamp(now)
 				dp.SetIntValue(int64(p.get(s)))
+			}
+			if spec.categories == nil {
+				continue
+			}
+			for _, c := range spec.categories(s) {
+				if m == (pmetric.Metric{}) {
+					ms, m = st.newMetric(md, ms, resAttrs, spec)
+					sum := m.SetEmptySum()
+					sum.SetIsMonotonic(true)
+					sum.SetAggregationTemporality(st.temporality())
+				}
+				dp := m.Sum().DataPoints().AppendEmpty()
+				s.attrs.CopyTo(dp.Attributes())
+				dp.Attributes().PutStr(names.AttrKernelCategory, c.Category)
+				dp.SetStartTimestamp(s.start)
+				dp.SetTimestamp(now)
+				dp.SetDoubleValue(c.Seconds)
 			}
 		}
 	}
