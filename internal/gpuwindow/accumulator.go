@@ -122,7 +122,7 @@ type devAcc struct {
 // keeps its maps for the next step.
 type Accumulator struct {
 	kernelNS, count uint64
-	graphs          []uint32 // correlation ids of the graph launches seen
+	graphs          []uint64 // graph launches seen: source slot << 32 | correlation id
 	cats            [MaxCategories]uint64
 	series          map[seriesKey]*seriesAcc
 	devs            map[devKey]*devAcc
@@ -151,8 +151,9 @@ func (a *Accumulator) add(src uint32, k *Kernel, prevEnd, stepStart uint64) {
 	a.kernelNS += d
 	a.count++
 	a.cats[k.Category] += d
-	if k.Graph && (len(a.graphs) == 0 || a.graphs[len(a.graphs)-1] != k.Correlation) && !slices.Contains(a.graphs, k.Correlation) {
-		a.graphs = append(a.graphs, k.Correlation)
+	// Correlation ids are per process: a graph is its source and its id.
+	if g := uint64(src)<<32 | uint64(k.Correlation); k.Graph && (len(a.graphs) == 0 || a.graphs[len(a.graphs)-1] != g) && !slices.Contains(a.graphs, g) {
+		a.graphs = append(a.graphs, g)
 	}
 	if a.series == nil {
 		a.series = map[seriesKey]*seriesAcc{}
@@ -228,24 +229,36 @@ func (a *Accumulator) Figures(top int, resolve func(src uint32) Resolver, cats *
 	if top <= 0 || len(a.series) == 0 {
 		return f
 	}
+	// The same kernel from several processes (tensor-parallel workers) is
+	// one kernel.
 	type ranked struct {
-		k seriesKey
-		v *seriesAcc
+		name  string
+		cat   uint8
+		ns, n uint64
 	}
-	best := make([]ranked, 0, len(a.series))
+	byName := make(map[string]*ranked, len(a.series))
 	for k, v := range a.series {
-		best = append(best, ranked{k, v})
-	}
-	slices.SortFunc(best, func(x, y ranked) int {
-		return cmp.Or(cmp.Compare(y.v.ns, x.v.ns), cmp.Compare(x.k.src, y.k.src), cmp.Compare(x.k.series, y.k.series))
-	})
-	best = best[:min(top, len(best))]
-	for _, r := range best {
 		name := ""
-		if res := resolve(r.k.src); res != nil {
-			name = res.KernelName(r.k.series)
+		if res := resolve(k.src); res != nil {
+			name = res.KernelName(k.series)
 		}
-		f.Top = append(f.Top, KernelTime{Name: name, Category: cats.Name(r.v.cat), NS: r.v.ns, Count: r.v.count})
+		r := byName[name]
+		if r == nil {
+			r = &ranked{name: name, cat: v.cat}
+			byName[name] = r
+		}
+		r.ns += v.ns
+		r.n += v.count
+	}
+	best := make([]*ranked, 0, len(byName))
+	for _, r := range byName {
+		best = append(best, r)
+	}
+	slices.SortFunc(best, func(x, y *ranked) int {
+		return cmp.Or(cmp.Compare(y.ns, x.ns), cmp.Compare(x.name, y.name))
+	})
+	for _, r := range best[:min(top, len(best))] {
+		f.Top = append(f.Top, KernelTime{Name: r.name, Category: cats.Name(r.cat), NS: r.ns, Count: r.n})
 	}
 	return f
 }

@@ -5,6 +5,7 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -92,6 +93,16 @@ func engineKey(res pcommon.Resource) gpuwindow.EngineKey {
 	}
 	if v, ok := a.Get(names.ResourceServiceInstance); ok {
 		k.Instance = v.Str()
+	}
+	// Without an instance id from the engine's environment the engine_step
+	// receiver names the engine process "host/pid/engine_index"; the CUPTI
+	// library then has none either, and host and pid alone match.
+	idx := int64(0)
+	if v, ok := a.Get(names.ResourceEngineIndex); ok {
+		idx = v.Int()
+	}
+	if k.Instance == k.Host+"/"+strconv.FormatUint(uint64(k.PID), 10)+"/"+strconv.FormatInt(idx, 10) {
+		k.Instance = ""
 	}
 	return k
 }

@@ -58,7 +58,9 @@ func startGPU(t *testing.T, host string, withSource bool) *gpuHarness {
 	return g
 }
 
-func atMS(ms float64) uint64 { return uint64(itlBase.Add(time.Duration(ms * float64(time.Millisecond))).UnixNano()) }
+func atMS(ms float64) uint64 {
+	return uint64(itlBase.Add(time.Duration(ms * float64(time.Millisecond))).UnixNano())
+}
 
 // steps is one batch of engine.step spans of the harness's engine: each
 // [start, end] in ms from itlBase, with its requests' tokens.
@@ -152,8 +154,8 @@ func TestStepsAndRequestsGetTheirGPUTime(t *testing.T) {
 		{Kind: cuptiwire.LaunchKindMark, Time: atMS(25)},
 	}, g.p.now())
 	g.src.Kernels([]gpuwindow.Kernel{
-		{Correlation: 1, Series: 1, Category: g.attn, Start: atMS(9), End: atMS(13)},   // during step 2
-		{Correlation: 2, Series: 2, Category: g.gemm, Start: atMS(13), End: atMS(15)},  // during step 2
+		{Correlation: 1, Series: 1, Category: g.attn, Start: atMS(9), End: atMS(13)},  // during step 2
+		{Correlation: 2, Series: 2, Category: g.gemm, Start: atMS(13), End: atMS(15)}, // during step 2
 		{Correlation: 3, Series: 2, Category: g.gemm, Start: atMS(16), End: atMS(18), Graph: true},
 		{Correlation: 3, Series: 1, Category: g.attn, Start: atMS(18), End: atMS(19), Graph: true},
 	}, g.p.now())
