@@ -116,17 +116,9 @@ func (r *fakeReplica) simulate(p fakeProcess) ([]launchRec, []ranKernel) {
 	return launches, ran
 }
 
-// cuptiStream is what the library sends for process p: hello, identity and
-// device, the kernel names, the launches, a mark past markAt, the kernels.
-func cuptiStream(host, instance string, p fakeProcess, launches []launchRec, ran []ranKernel, markAt time.Time) []byte {
-	b := cuptiwire.AppendHello(nil, p.pid, uint64(time.Now().UnixNano()), host)
-	b = cuptiwire.AppendIdentity(b, p.ppid, instance, "vllm")
-	b = cuptiwire.AppendDevice(b, cuptiwire.Device{Ordinal: 0, UUID: p.uuid})
-	return append(b, cuptiRecords(launches, ran, markAt, map[string]uint32{})...)
-}
-
-// cuptiRecords is a later part of a stream: names not yet defined (ids in
-// names, kept across parts of one connection), launches, a mark, kernels.
+// cuptiRecords is one part of a stream after hello, identity and device:
+// names not yet defined (ids in names, kept across parts of one
+// connection), launches, a mark past markAt, kernels.
 func cuptiRecords(launches []launchRec, ran []ranKernel, markAt time.Time, names map[string]uint32) []byte {
 	var b []byte
 	ls := make([]cuptiwire.Launch, 0, len(launches)+1)

@@ -173,7 +173,7 @@ service:
 					earlyK = append(earlyK, k)
 				}
 			}
-			b := cuptiwire.AppendHello(nil, p.pid, uint64(time.Now().UnixNano()), host)
+			b := cuptiwire.AppendHelloFlags(nil, p.pid, cuptiwire.HelloLaunches, uint64(time.Now().UnixNano()), host)
 			b = cuptiwire.AppendIdentity(b, p.ppid, r.instance, "vllm")
 			b = cuptiwire.AppendDevice(b, cuptiwire.Device{Ordinal: 0, UUID: p.uuid})
 			// The mark: every launch before the first one held back was sent.

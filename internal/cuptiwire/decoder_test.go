@@ -257,7 +257,7 @@ func TestLongerRecordsAndCountersDecode(t *testing.T) {
 	require.Len(t, c.recs, 2)
 	assert.Equal(t, uint64(101), c.recs[1].GraphNode)
 	assert.Equal(t, uint64(10), c.recs[1].Start)
-	assert.Equal(t, Stats{DroppedRecords: 1, CUPTIDropped: 2, NamesOverflow: 3, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6}, c.stats[0])
+	assert.Equal(t, Stats{DroppedRecords: 1, CUPTIDropped: 2, NamesOverflow: 3, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6, LaunchesDropped: 7}, c.stats[0])
 }
 
 // FuzzDecoder feeds arbitrary bytes to the decoder: it must return an error

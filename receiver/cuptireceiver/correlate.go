@@ -43,7 +43,7 @@ type correlation struct {
 
 func newCorrelation(win *gpuwindow.Window) *correlation {
 	c := &correlation{win: win, sources: map[uint32]*gpuwindow.Source{}, reason: map[string][]metric.AddOption{}}
-	for _, r := range []string{"outside", "unmatched", "late", "launch", "kernel"} {
+	for _, r := range []string{"outside", "unmatched", "late", "launch", "kernel", "engine_launch"} {
 		c.reason[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))}
 	}
 	return c
@@ -87,6 +87,11 @@ func (h *connHandler) Identity(id cuptiwire.Identity) error {
 		h.agg.Release(h.srcIdx)
 	}
 	h.src, h.srcIdx, h.held = next, idx, true
+	if h.src.Flags&cuptiwire.HelloLaunches != 0 {
+		// A library that sends launches is a source from now on, so steps
+		// arriving before its first launches wait for them.
+		h.openWindowSource()
+	}
 	return nil
 }
 
@@ -100,30 +105,40 @@ func (h *connHandler) Device(d cuptiwire.Device) error {
 	return nil
 }
 
-// Launches opens the connection's window source on its first launches and
-// hands them on.
+// Launches hands a batch of launches to the window, opening the
+// connection's window source first if the identity frame did not.
 func (h *connHandler) Launches(ls []cuptiwire.Launch) error {
-	cc := &h.corr
-	if cc.c == nil {
+	if !h.openWindowSource() {
 		return nil
 	}
-	if cc.src == nil {
-		cc.src = cc.c.win.OpenSource(gpuwindow.SourceInfo{
-			Host: h.src.Host, PID: h.src.PID, PPID: cc.ppid, Instance: cc.instance,
-			Sampled: h.src.Flags&(cuptiwire.HelloRateLimited|cuptiwire.HelloDutyCycle) != 0,
-		}, seriesResolver{agg: h.agg})
-		if cc.src == nil {
-			cc.c = nil // the window is full: this connection's kernels stay uncorrelated
-			return nil
-		}
-		cc.graphCat = cc.c.win.CategoryID(kernelclass.CategoryCUDAGraph)
-		cc.c.mu.Lock()
-		cc.c.sources[h.srcIdx] = cc.src
-		cc.c.mu.Unlock()
-	}
-	cc.src.Launches(ls, h.now())
+	h.corr.src.Launches(ls, h.now())
 	h.reportCorrelation()
 	return nil
+}
+
+// openWindowSource registers the connection with the window once; false
+// when there is no window or it is full.
+func (h *connHandler) openWindowSource() bool {
+	cc := &h.corr
+	if cc.c == nil {
+		return false
+	}
+	if cc.src != nil {
+		return true
+	}
+	cc.src = cc.c.win.OpenSource(gpuwindow.SourceInfo{
+		Host: h.src.Host, PID: h.src.PID, PPID: cc.ppid, Instance: cc.instance,
+		Sampled: h.src.Flags&(cuptiwire.HelloRateLimited|cuptiwire.HelloDutyCycle) != 0,
+	}, seriesResolver{agg: h.agg})
+	if cc.src == nil {
+		cc.c = nil // the window is full: this connection's kernels stay uncorrelated
+		return false
+	}
+	cc.graphCat = cc.c.win.CategoryID(kernelclass.CategoryCUDAGraph)
+	cc.c.mu.Lock()
+	cc.c.sources[h.srcIdx] = cc.src
+	cc.c.mu.Unlock()
+	return true
 }
 
 // correlate hands the batch's kernel and graph records to the window.
@@ -193,6 +208,14 @@ func (h *connHandler) reportCorrelation() {
 	add(h.tb.ReceiverCuptiKernelsUnattributed, now.KernelsLate-last.KernelsLate, "late")
 	add(h.tb.ReceiverCuptiCorrelationDropped, now.LaunchesDropped-last.LaunchesDropped, "launch")
 	add(h.tb.ReceiverCuptiCorrelationDropped, now.KernelsDropped-last.KernelsDropped, "kernel")
+}
+
+// reportEngineLaunchDrops counts the launch records the library lost.
+func (h *connHandler) reportEngineLaunchDrops(prev, now uint64) {
+	if h.tb == nil || now <= prev || h.corr.c == nil {
+		return
+	}
+	h.tb.ReceiverCuptiCorrelationDropped.Add(h.ctx, int64(now-prev), h.corr.c.reason["engine_launch"]...)
 }
 
 // closeCorrelation closes the connection's window source.

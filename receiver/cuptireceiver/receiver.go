@@ -296,6 +296,7 @@ func (h *connHandler) Stats(s cuptiwire.Stats) error {
 	if d := s.RateLimited - h.stats.RateLimited; s.RateLimited > h.stats.RateLimited && h.tb != nil {
 		h.tb.ReceiverCuptiRateLimitedRecords.Add(h.ctx, int64(d))
 	}
+	h.reportEngineLaunchDrops(h.stats.LaunchesDropped, s.LaunchesDropped)
 	h.stats = s
 	return nil
 }

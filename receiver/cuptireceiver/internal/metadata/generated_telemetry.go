@@ -100,7 +100,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverCuptiCorrelationDropped, err = builder.meter.Int64Counter(
 		"otelcol_receiver_cupti_correlation_dropped",
-		metric.WithDescription("Launches or kernel records dropped from the correlation window because the queue of those waiting for their engine step (or their launch) was full, by kind (launch, kernel). [Development]"),
+		metric.WithDescription("Launch or kernel records lost to the step correlation, by reason (launch, kernel, the window's queue of those waiting for their step or their launch was full; engine_launch, the injection library's launch queue was full or no collector was connected, as it reported). [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)

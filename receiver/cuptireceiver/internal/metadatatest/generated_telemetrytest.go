@@ -88,7 +88,7 @@ func AssertEqualReceiverCuptiConnectionsRejected(t *testing.T, tt *componenttest
 func AssertEqualReceiverCuptiCorrelationDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_cupti_correlation_dropped",
-		Description: "Launches or kernel records dropped from the correlation window because the queue of those waiting for their engine step (or their launch) was full, by kind (launch, kernel). [Development]",
+		Description: "Launch or kernel records lost to the step correlation, by reason (launch, kernel, the window's queue of those waiting for their step or their launch was full; engine_launch, the injection library's launch queue was full or no collector was connected, as it reported). [Development]",
 		Unit:        "{record}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
