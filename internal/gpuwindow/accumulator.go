@@ -144,9 +144,10 @@ func (a *Accumulator) Reset() {
 // Empty reports whether no kernel was added since Reset.
 func (a *Accumulator) Empty() bool { return a.count == 0 }
 
-// prevEnd is the device's previous kernel end before k, from the source's
+// Add sums kernel k of source slot src into the step. prevEnd is the device's
+// previous kernel end before k (0: none), from the source's
 // per-device state, and stepStart the step's launch start; both Unix ns.
-func (a *Accumulator) add(src uint32, k *Kernel, prevEnd, stepStart uint64) {
+func (a *Accumulator) Add(src uint32, k *Kernel, prevEnd, stepStart uint64) {
 	d := k.End - k.Start
 	a.kernelNS += d
 	a.count++

@@ -295,7 +295,7 @@ func (w *Window) kernelLocked(s *source, k *Kernel, prevEnd uint64, now time.Tim
 		s.counts.KernelsUnmatched++
 	case r.st != nil && !r.st.done:
 		st := r.st
-		st.acc.add(s.slot, k, prevEnd, uint64(max(st.info.LaunchStart, 0)))
+		st.acc.Add(s.slot, k, prevEnd, uint64(max(st.info.LaunchStart, 0)))
 		if !k.Graph {
 			st.gotPlain++
 		}

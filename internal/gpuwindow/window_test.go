@@ -14,11 +14,11 @@ import (
 )
 
 // names resolves series ids to kernel names.
-type names []string
+type kernelNames []string
 
-func (n names) KernelName(s uint32) string { return n[s] }
+func (n kernelNames) KernelName(s uint32) string { return n[s] }
 
-var kernelNames = names{"other", "flash_fwd", "gemm_a", "gemm_b", "rms_norm", "allreduce"}
+var testNames = kernelNames{"other", "flash_fwd", "gemm_a", "gemm_b", "rms_norm", "allreduce"}
 
 // t0 is the timeline origin, in Unix ns.
 const t0 = int64(1_700_000_000_000_000_000)
@@ -40,7 +40,7 @@ type timeline struct {
 func newTimeline(t *testing.T, w *Window, host string, pid, ppid uint32, instance string) *timeline {
 	t.Helper()
 	tl := &timeline{t: t, w: w, engine: EngineKey{Host: host, PID: pid, Instance: instance}, cat: map[string]uint8{}, now: time.Unix(0, t0)}
-	tl.src = w.OpenSource(SourceInfo{Host: host, PID: pid, PPID: ppid, Instance: instance}, kernelNames)
+	tl.src = w.OpenSource(SourceInfo{Host: host, PID: pid, PPID: ppid, Instance: instance}, testNames)
 	require.NotNil(t, tl.src)
 	for _, c := range []string{"attention", "gemm", "normalization", "communication"} {
 		tl.cat[c] = w.CategoryID(c)
@@ -294,7 +294,7 @@ func TestBounds(t *testing.T) {
 	t.Parallel()
 	w := New(Config{MaxPendingLaunches: 2, MaxPendingKernels: 2, MaxSteps: 2, MaxSources: 1})
 	tl := newTimeline(t, w, "h", 100, 1, "")
-	assert.Nil(t, w.OpenSource(SourceInfo{Host: "h", PID: 5}, kernelNames))
+	assert.Nil(t, w.OpenSource(SourceInfo{Host: "h", PID: 5}, testNames))
 	for i := range 4 {
 		tl.launch(cuptiwire.LaunchKindKernel, int64(i)) // no engine yet: held
 	}

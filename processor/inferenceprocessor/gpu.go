@@ -161,7 +161,7 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 		}
 		return true
 	}
-	writeStepGPU(span.Attributes(), gpuwindow.Result{Missing: why})
+	gpuwindow.Result{Missing: why}.WriteAttributes(span.Attributes())
 	if hasRef {
 		p.steps.SetGPU(ref, &stepwindow.GPU{Missing: string(why)})
 	}
@@ -229,7 +229,7 @@ func (p *inferenceProcessor) tickGPU(ctx context.Context, now time.Time) {
 		if !ok {
 			continue
 		}
-		writeStepGPU(onlySpan(hs.td).Attributes(), r)
+		r.WriteAttributes(onlySpan(hs.td).Attributes())
 		if hs.hasRef {
 			p.steps.SetGPU(hs.ref, stepGPU(r))
 		}
@@ -294,39 +294,6 @@ func stepGPU(r gpuwindow.Result) *stepwindow.GPU {
 }
 
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
-
-// writeStepGPU writes a step's figures, or why it has none.
-func writeStepGPU(a pcommon.Map, r gpuwindow.Result) {
-	if r.Missing != gpuwindow.MissingNone {
-		a.PutStr(names.AttrStepGPUMissing, string(r.Missing))
-	}
-	f := r.Figures
-	if f.KernelCount == 0 {
-		return
-	}
-	a.PutDouble(names.AttrStepGPUKernelTime, seconds(f.KernelNS))
-	a.PutInt(names.AttrStepGPUKernelCount, int64(f.KernelCount))
-	if f.GraphCount > 0 {
-		a.PutInt(names.AttrStepGPUGraphCount, int64(f.GraphCount))
-	}
-	a.PutDouble(names.AttrStepGPUBusyTime, seconds(f.BusyNS))
-	a.PutDouble(names.AttrStepGPUIdleBefore, seconds(f.IdleBeforeNS))
-	a.PutDouble(names.AttrStepGPUIdleTime, seconds(f.IdleNS))
-	cats := a.PutEmptySlice(names.AttrStepGPUCategories)
-	times := a.PutEmptySlice(names.AttrStepGPUCategoryTimes)
-	cats.EnsureCapacity(len(f.Categories))
-	times.EnsureCapacity(len(f.Categories))
-	for _, c := range f.Categories {
-		cats.AppendEmpty().SetStr(c.Category)
-		times.AppendEmpty().SetDouble(seconds(c.NS))
-	}
-	top := a.PutEmptySlice(names.AttrStepGPUTopKernels)
-	topT := a.PutEmptySlice(names.AttrStepGPUTopTimes)
-	for _, k := range f.Top {
-		top.AppendEmpty().SetStr(k.Name)
-		topT.AppendEmpty().SetDouble(seconds(k.NS))
-	}
-}
 
 // writeRequestGPU writes a request's figures and returns the outcome: ""
 // when every step had whole figures, else the reason.

@@ -446,7 +446,11 @@ func (r *cuptiReceiver) scanKineto(ctx context.Context) {
 }
 
 func (r *cuptiReceiver) readTrace(ctx context.Context, path string) {
-	sum, err := readTraceFile(r.agg, path, kineto.DefaultLimits)
+	lim := kineto.DefaultLimits
+	if r.nextTraces != nil {
+		lim.StepEvents = kineto.DefaultStepEvents
+	}
+	sum, err := readTraceFile(r.agg, path, lim)
 	if err != nil {
 		r.tb.ReceiverCuptiBadTraceFiles.Add(ctx, 1)
 		if sum.Records > 0 {
@@ -460,6 +464,7 @@ func (r *cuptiReceiver) readTrace(ctx context.Context, path string) {
 		return
 	}
 	r.tb.ReceiverCuptiTraceFiles.Add(ctx, 1)
+	r.emitSteps(ctx, path, sum.Steps)
 	if sum.BusyOverstated > 0 || sum.Overflow > 0 {
 		r.set.Logger.Info("kineto trace past the reader's limits",
 			zap.String("file", path), zap.Duration("busy_time_overstated", time.Duration(sum.BusyOverstated)),
