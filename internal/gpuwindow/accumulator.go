@@ -127,6 +127,17 @@ type Accumulator struct {
 	series          map[seriesKey]*seriesAcc
 	devs            map[devKey]*devAcc
 	spare           []*seriesAcc
+	// A direct-mapped cache in front of series and the last device: a
+	// step's kernels repeat a few dozen names, so most lookups skip the
+	// hash.
+	hot     [64]hotSeries
+	lastDev *devAcc
+	lastKey devKey
+}
+
+type hotSeries struct {
+	k seriesKey
+	v *seriesAcc
 }
 
 // Reset empties a for reuse.
@@ -136,6 +147,8 @@ func (a *Accumulator) Reset() {
 	}
 	clear(a.series)
 	clear(a.devs)
+	a.hot = [64]hotSeries{}
+	a.lastDev = nil
 	a.kernelNS, a.count = 0, 0
 	a.graphs = a.graphs[:0]
 	a.cats = [MaxCategories]uint64{}
@@ -161,7 +174,11 @@ func (a *Accumulator) Add(src uint32, k *Kernel, prevEnd, stepStart uint64) {
 		a.devs = map[devKey]*devAcc{}
 	}
 	sk := seriesKey{src: src, series: k.Series}
-	s := a.series[sk]
+	h := &a.hot[(k.Series^src*31)&63]
+	s := h.v
+	if s == nil || h.k != sk {
+		s = a.series[sk]
+	}
 	if s == nil {
 		if n := len(a.spare); n > 0 {
 			s = a.spare[n-1]
@@ -173,10 +190,14 @@ func (a *Accumulator) Add(src uint32, k *Kernel, prevEnd, stepStart uint64) {
 		s.cat = k.Category
 		a.series[sk] = s
 	}
+	*h = hotSeries{sk, s}
 	s.ns += d
 	s.count++
 	dk := devKey{src: src, device: k.Device}
-	dv := a.devs[dk]
+	dv := a.lastDev
+	if dv == nil || a.lastKey != dk {
+		dv = a.devs[dk]
+	}
 	if dv == nil {
 		dv = &devAcc{firstStart: k.Start}
 		dv.idleBefore = idleGap(k.Start, prevEnd, stepStart)
@@ -185,6 +206,7 @@ func (a *Accumulator) Add(src uint32, k *Kernel, prevEnd, stepStart uint64) {
 		dv.firstStart = k.Start
 		dv.idleBefore = idleGap(k.Start, prevEnd, stepStart)
 	}
+	a.lastDev, a.lastKey = dv, dk
 	dv.lastEnd = max(dv.lastEnd, k.End)
 	switch {
 	case k.Start >= dv.end:

@@ -28,7 +28,7 @@ type source struct {
 	watermark int64 // every launch before it has arrived
 	pendL     []cuptiwire.Launch
 	pendK     []pendingKernel
-	devs      map[uint16]uint64 // device ordinal → latest kernel end seen
+	devs      [64]uint64 // device ordinal → latest kernel end seen; ordinals past 63 share the last
 	lastStep  uint64            // seq of the latest step it added kernels to
 	closed    bool
 	counts    Counts
@@ -74,7 +74,7 @@ type pendingKernel struct {
 func (w *Window) OpenSource(info SourceInfo, res Resolver) *Source {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := &source{info: info, res: res, sampled: info.Sampled, devs: map[uint16]uint64{}}
+	s := &source{info: info, res: res, sampled: info.Sampled}
 	slot := slices.Index(w.sources, nil)
 	switch {
 	case slot >= 0:
@@ -267,9 +267,10 @@ func (src *Source) Kernels(ks []Kernel, now time.Time) {
 	defer w.mu.Unlock()
 	for i := range ks {
 		k := &ks[i]
-		prev := s.devs[k.Device]
+		d := &s.devs[min(k.Device, 63)]
+		prev := *d
 		if k.End > prev {
-			s.devs[k.Device] = k.End
+			*d = k.End
 		}
 		if !w.kernelLocked(s, k, prev, now) {
 			if len(s.pendK) >= w.cfg.MaxPendingKernels {
