@@ -16,7 +16,8 @@ import (
 // "ProfilerStep#N" user annotation on the thread that calls it (PyTorch
 // torch/profiler/profiler.py, profile.step: record_function
 // "ProfilerStep#" + str(step_num)); vLLM's GPU worker calls it once per
-// engine step (vllm/v1/worker/gpu_worker.py, annotate_profile). A kernel
+// engine step (vllm/v1/worker/gpu_worker.py annotate_profile, vllm-project/vllm
+// @35d5cda1). A kernel
 // belongs to the step whose annotation holds the cuda_runtime or
 // cuda_driver event that launched it on the annotation's thread: the
 // kernel's args.correlation is that launch's (libkineto output_json.cpp
