@@ -8,11 +8,12 @@ SHELL      := /bin/bash
 .DEFAULT_GOAL := build
 GO         ?= go
 ROOT       := $(CURDIR)
-TOOLS      := $(ROOT)/.tools/bin
-OCB_VERSION      := v0.165.0
+OCB_VERSION      := v0.161.0
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
-OCB        := $(TOOLS)/builder
-BENCHSTAT  := $(TOOLS)/benchstat
+# Each pinned tool lives in a folder named after its version, so a checkout
+# that moves to another release builds with the matching ocb, never a stale one.
+OCB        := $(ROOT)/.tools/ocb-$(OCB_VERSION)/builder
+BENCHSTAT  := $(ROOT)/.tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
 BIN        := $(ROOT)/bin/otelcol-inferprof
 DIST       := cmd/otelcol-inferprof
 # go-nvml needs cgo; its NVML 13 headers warn about deprecations we do not call.
@@ -34,15 +35,15 @@ BENCH_TARGETS :=
 TEST_TARGETS  :=
 include $(wildcard mk/*.mk)
 
-.PHONY: all build build-unlocked run install test test-go test-python test-c test-summary-tool lint license-headers bench fuzz generate tools clean fmt vet
+.PHONY: all build build-unlocked run install image deploy-configs test test-go test-python test-c test-summary-tool lint license-headers bench fuzz generate tools clean fmt vet
 
 all: build
 
 $(OCB):
-	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+	GOBIN=$(dir $(OCB)) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
 
 $(BENCHSTAT):
-	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+	GOBIN=$(dir $(BENCHSTAT)) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
 tools: $(OCB) $(BENCHSTAT)
 
@@ -118,6 +119,19 @@ install: build
 	  install -D -m 0755 "$$lib" "$$dest" && echo "installed $$dest"; \
 	done; \
 	[ -n "$$found" ] || echo "install: no libinferprof_cupti.so under native/cupti/build (make native); inferprof-run will run without it"
+
+## image: the container image (Dockerfile) as $(IMAGE); needs a running Docker engine.
+IMAGE ?= ghcr.io/inferprof/otelcol-inferprof:$(shell sed -n 's/^  version: *//p' builder-config.yaml)
+image:
+	@if ! command -v docker >/dev/null 2>&1; then \
+	  echo "make image: no docker command here, so no image was built. Build the Dockerfile with any OCI builder, e.g. buildah bud -t $(IMAGE) ." >&2; exit 2; fi
+	@if ! docker info >/dev/null 2>&1; then \
+	  echo "make image: docker is installed but no Docker engine answers (docker info failed), so no image was built. Start dockerd, or build the Dockerfile with another OCI builder, e.g. buildah bud -t $(IMAGE) ." >&2; exit 2; fi
+	docker build -t $(IMAGE) .
+
+## deploy-configs: copy config/agent.yaml and config/gateway.yaml into deploy/.
+deploy-configs:
+	sh deploy/sync-configs.sh
 
 ## bench: every benchmark, each compared with its baseline through benchstat.
 bench: $(BENCHSTAT) $(BENCH_TARGETS)

@@ -416,7 +416,7 @@ func TestDocsCheckCatchesDrift(t *testing.T) {
 	page := "# Drift\n\n" +
 		"Run contrib's `k8sattributes` processor, and the `otlp` receiver.\n\n" +
 		"The `groupbytrace` processor is not in the build, which is fine to say.\n\n" +
-		"| component | kind |\n|---|---|\n| `transform` | processor |\n\n" +
+		"| component | kind |\n|---|---|\n| `tail_sampling` | processor |\n\n" +
 		"```yaml\nreceivers:\n  nvml:\n    collection_interval: 10s\n    no_such_key: 1\n```\n\n" +
 		"```yaml\nprocessors:\n  inference: {}\nservice:\n  pipelines:\n    traces:\n      processors: [inference]\n```\n\n" +
 		"<!-- docs-check: skip (shows an error on purpose) -->\n```yaml\nreceivers:\n  nvml: {bad: 1}\n```\n"
@@ -427,8 +427,8 @@ func TestDocsCheckCatchesDrift(t *testing.T) {
 	assert.Contains(t, problems[0], "no_such_key")
 
 	named, problems := c.names("drift.md", page)
-	assert.Equal(t, 3, named, "k8sattributes, otlp and transform; the paragraph that says so is exempt")
+	assert.Equal(t, 3, named, "k8sattributes, otlp and tail_sampling; the paragraph that says so is exempt")
 	require.Len(t, problems, 2, "%v", problems)
 	assert.Contains(t, problems[0], `drift.md:3 names processor "k8sattributes"`)
-	assert.Contains(t, problems[1], `drift.md:9 names processor "transform"`)
+	assert.Contains(t, problems[1], `drift.md:9 names processor "tail_sampling"`)
 }

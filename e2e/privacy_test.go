@@ -223,7 +223,7 @@ func TestPromptsReachNoExporter(t *testing.T) {
 // later processor or exporter of that pipeline sees content. Pipelines fed
 // only by connectors carry data that already passed it.
 func TestShippedPipelinesScrubFirst(t *testing.T) {
-	for _, cfg := range []string{"default.yaml", "graphsignal.yaml"} {
+	for _, cfg := range []string{"default.yaml", "graphsignal.yaml", "agent.yaml", "gateway.yaml"} {
 		s := loadShipped(t, cfg)
 		require.Contains(t, s.Processors, "privacy", cfg)
 		for name, p := range s.Service.Pipelines {

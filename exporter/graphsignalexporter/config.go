@@ -140,10 +140,11 @@ var _ component.Config = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
 	queue := exporterhelper.NewDefaultQueueConfig()
-	batch := exporterhelper.NewDefaultBatchConfig()
+	// The default queue carries exporterhelper's default batch settings;
+	// turn batching on with our flush interval and size cap.
+	batch := queue.Batch.GetOrInsertDefault()
 	batch.FlushTimeout = defaultFlushTimeout
 	batch.MaxSize = defaultMaxBatch
-	queue.Batch = configoptional.Some(batch)
 	client := confighttp.NewDefaultClientConfig()
 	client.Endpoint = defaultEndpoint
 	client.Timeout = defaultTimeout

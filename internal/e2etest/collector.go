@@ -161,6 +161,10 @@ type Options struct {
 	Args []string
 	// Env holds extra environment variables, KEY=VALUE.
 	Env []string
+	// Wrapper, when set, is a command the binary runs under (its arguments
+	// then the binary and its own); it must exec the binary in its place, so
+	// PID, Stop and Kill reach the collector.
+	Wrapper []string
 }
 
 // Collector is a running otelcol-inferprof process.
@@ -210,7 +214,11 @@ func Launch(tb testing.TB, opts Options) *Collector {
 		args = append(args, "--config", f)
 	}
 	args = append(args, opts.Args...)
-	cmd := exec.Command(Binary(tb), args...)
+	argv := append([]string{Binary(tb)}, args...)
+	if len(opts.Wrapper) > 0 {
+		argv = append(append([]string{}, opts.Wrapper...), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), opts.Env...)
 	c := &Collector{

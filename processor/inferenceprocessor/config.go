@@ -52,6 +52,15 @@ type Config struct {
 	// its share of them.
 	GPU GPUConfig `mapstructure:"gpu"`
 
+	// DeferFigures is for the node agent of a two-tier deployment
+	// (config/agent.yaml): it removes content and adds inter-token latency
+	// from this node's engine steps, and leaves the canonical figures, phase
+	// spans and the SGLang join to the gateway's inference processor, which
+	// sees every span of a trace (a PD-disaggregated request's spans come
+	// from two nodes). sglang_join and phase_spans are then not used.
+	// Default false.
+	DeferFigures bool `mapstructure:"defer_figures"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }

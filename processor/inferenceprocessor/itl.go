@@ -8,10 +8,12 @@ import (
 	"math"
 	"slices"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/stepwindow"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // addSteps feeds every engine.step span of td into the step window before
@@ -60,6 +62,22 @@ func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) boo
 		p.tel.ProcessorInferenceSteps.Add(ctx, int64(added))
 	}
 	return held
+}
+
+// deferred handles a request span under defer_figures, its content already
+// removed: only the inter-token figures, which need this node's steps, are
+// written; the gateway's inference processor does the rest. The request id
+// is read as request.Normalize reads it (a string gen_ai.request.id); it is
+// returned for the request's GPU figures, which need this node's steps too.
+func (p *inferenceProcessor) deferred(span ptrace.Span, kind request.Kind, ri *resourceInfo) string {
+	if p.steps == nil || kind == request.KindVLLMCore {
+		return ""
+	}
+	if v, ok := span.Attributes().Get(names.AttrRequestID); ok && v.Type() == pcommon.ValueTypeStr {
+		p.interTokenLatency(span, ri.instance, v.Str())
+		return v.Str()
+	}
+	return ""
 }
 
 // interTokenLatency rebuilds the request's token times from the steps that

@@ -41,6 +41,9 @@ type inferenceProcessor struct {
 	steps      *stepwindow.Window // nil when engine_steps is off
 	maxGaps    int                // engine_steps.max_itl_gaps
 	gpu        *gpuJoin           // nil when gpu is off (gpu.go)
+	// deferFigures: request spans get privacy and inter-token latency only
+	// (defer_figures; see deferred).
+	deferFigures bool
 
 	// Released spans the next consumer refused, retried on the next ticks.
 	retry retryQueue
@@ -69,9 +72,10 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		return nil, err
 	}
 	p := &inferenceProcessor{
-		logger: set.Logger,
-		next:   next,
-		tel:    tel,
+		deferFigures: cfg.DeferFigures,
+		logger:       set.Logger,
+		next:         next,
+		tel:          tel,
 		settings: request.Settings{
 			ModelResourceAttributes: cfg.Model.ResourceAttributes,
 			DefaultModel:            cfg.Model.Default,
@@ -120,7 +124,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			return nil, err
 		}
 	}
-	if cfg.SGLangJoin.Wait > 0 {
+	if cfg.SGLangJoin.Wait > 0 && !cfg.DeferFigures {
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
@@ -224,6 +228,15 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					released = append(released, p.stage(ctx, span)...)
 					continue
 				}
+				if p.deferFigures {
+					if !read {
+						ri, read = p.readResource(rs.Resource()), true
+					}
+					if id := p.deferred(span, kind, &ri); p.gpu != nil && p.requestGPU(ctx, rs, ss, span, ri.instance, id) {
+						drop = append(drop, k)
+					}
+					continue
+				}
 				q := request.Queue{}
 				if kind == request.KindSGLangRoot && p.join != nil {
 					// Normalize checks the other spans on its own walk.
@@ -272,6 +285,9 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 // direct reports whether spans of kind go straight to request.Normalize:
 // request spans, except SGLang's while the join may hold them.
 func (p *inferenceProcessor) direct(kind request.Kind) bool {
+	if p.deferFigures {
+		return false
+	}
 	switch kind {
 	case request.KindNone, request.KindSGLangStage:
 		return false
