@@ -157,22 +157,9 @@ service:
 			t.Cleanup(func() { _ = conn.Close() })
 			s := &stream{conn: conn, names: map[string]uint32{}}
 			streams[p.pid] = s
-			var early []launchRec
-			for _, l := range launches {
-				if last(l.step) {
-					s.launches = append(s.launches, l)
-				} else {
-					early = append(early, l)
-				}
-			}
-			var earlyK []ranKernel
-			for _, k := range ks {
-				if last(k.step) {
-					s.ran = append(s.ran, k)
-				} else {
-					earlyK = append(earlyK, k)
-				}
-			}
+			early, held := split(launches, func(l launchRec) bool { return last(l.step) })
+			earlyK, heldK := split(ks, func(k ranKernel) bool { return last(k.step) })
+			s.launches, s.ran = held, heldK
 			b := cuptiwire.AppendHelloFlags(nil, p.pid, cuptiwire.HelloLaunches, uint64(time.Now().UnixNano()), host)
 			b = cuptiwire.AppendIdentity(b, p.ppid, r.instance, "vllm")
 			b = cuptiwire.AppendDevice(b, cuptiwire.Device{Ordinal: 0, UUID: p.uuid})
@@ -359,6 +346,18 @@ service:
 		}
 	}
 	assert.InDelta(t, wantTotal, gotTotal, 1e-12)
+}
+
+// split parts xs into those late says no to and those it says yes to.
+func split[T any](xs []T, late func(T) bool) (early, lateOnes []T) {
+	for _, x := range xs {
+		if late(x) {
+			lateOnes = append(lateOnes, x)
+		} else {
+			early = append(early, x)
+		}
+	}
+	return early, lateOnes
 }
 
 type resSpan struct {

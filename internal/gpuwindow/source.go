@@ -29,7 +29,7 @@ type source struct {
 	pendL     []cuptiwire.Launch
 	pendK     []pendingKernel
 	devs      [64]uint64 // device ordinal → latest kernel end seen; ordinals past 63 share the last
-	lastStep  uint64            // seq of the latest step it added kernels to
+	lastStep  uint64     // seq of the latest step it added kernels to
 	closed    bool
 	counts    Counts
 }

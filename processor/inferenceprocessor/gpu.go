@@ -322,21 +322,3 @@ func writeRequestGPU(a pcommon.Map, g *stepwindow.RequestGPU) string {
 	}
 	return why
 }
-
-// startGPU acquires the shared window and starts the ticker that releases
-// held spans.
-func (p *inferenceProcessor) startGPU(ctx context.Context) {
-	p.gpu.win = gpuwindow.Acquire()
-	p.wg.Go(func() {
-		t := time.NewTicker(p.gpu.tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.tickGPU(ctx, p.now())
-			}
-		}
-	})
-}

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
@@ -151,24 +152,29 @@ func (p *inferenceProcessor) start(context.Context, component.Host) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	if p.gpu != nil {
-		p.startGPU(ctx)
+		p.gpu.win = gpuwindow.Acquire()
+		p.every(ctx, p.gpu.tick, p.tickGPU)
 	}
-	if p.join == nil {
-		return nil
+	if p.join != nil {
+		p.every(ctx, p.tick, p.expire)
 	}
+	return nil
+}
+
+// every runs fn on a ticker of period d until ctx is done.
+func (p *inferenceProcessor) every(ctx context.Context, d time.Duration, fn func(context.Context, time.Time)) {
 	p.wg.Go(func() {
-		t := time.NewTicker(p.tick)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				p.expire(ctx, p.now())
+				fn(ctx, p.now())
 			}
 		}
 	})
-	return nil
 }
 
 // shutdown stops the ticker and releases every held span downstream: the

@@ -61,18 +61,7 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 	}
 	// The batch to hold is built only when the table holds the span, and
 	// under its lock, so a concurrent expire never reads it half made.
-	take := func() ptrace.Traces {
-		one := ptrace.NewTraces()
-		rs2 := one.ResourceSpans().AppendEmpty()
-		rs.Resource().CopyTo(rs2.Resource())
-		rs2.SetSchemaUrl(rs.SchemaUrl())
-		ss2 := rs2.ScopeSpans().AppendEmpty()
-		ss.Scope().CopyTo(ss2.Scope())
-		ss2.SetSchemaUrl(ss.SchemaUrl())
-		// The emptied place is removed from the batch by removeIndexes.
-		span.MoveTo(ss2.Spans().AppendEmpty())
-		return one
-	}
+	take := func() ptrace.Traces { return moveSpan(rs, ss, span) }
 	q, wait, evictedOut, evicted := p.join.AddRequest(span.TraceID(), needs, role == request.RoleUnified, take, p.now())
 	if evicted > 0 {
 		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))

@@ -68,6 +68,18 @@ static void drain(int fd, buf *b) {
   }
 }
 
+/* accept_parse accepts the client's connection, reads what it sent so far
+ * and parses it; every byte must form whole, valid frames. */
+static parsed *accept_parse(int lfd, buf *b, int *fd) {
+  *fd = accept_nb(lfd);
+  drain(*fd, b);
+  parsed *p = calloc(1, sizeof(parsed));
+  CHECK(p != NULL);
+  CHECK(parse_frames(b->p, b->n, p) == 0);
+  CHECK(p->consumed == b->n);
+  return p;
+}
+
 static ipc_record kernel_rec(const char *name, uint64_t start) {
   ipc_record r = {.kind = IPC_KIND_KERNEL, .device = 0, .stream = 7, .start = start, .end = start + 1000, .name = name, .correlation = 1};
   return r;
@@ -109,12 +121,9 @@ static void test_stream_and_interning(void) {
   ipc_record m = {.kind = IPC_KIND_MEMCPY, .sub = 1, .device = 0, .start = 5, .end = 9, .bytes = 4096};
   ipc_client_add(&c, &m);
   ipc_client_flush(&c);
-  int fd = accept_nb(lfd);
+  int fd;
   buf b = {0};
-  drain(fd, &b);
-  parsed *p = calloc(1, sizeof(parsed));
-  CHECK(parse_frames(b.p, b.n, p) == 0);
-  CHECK(p->consumed == b.n);
+  parsed *p = accept_parse(lfd, &b, &fd);
   CHECK(p->hellos == 1 && p->pid == 4242 && strcmp(p->host, "node-7") == 0);
   CHECK(p->strings == 10);
   for (int id = 1; id <= 10; id++) CHECK(p->name_defs[id] == 1);
@@ -304,12 +313,9 @@ static void test_identity_devices_launches(void) {
   ipc_device d1 = {.ordinal = 1, .flags = IPC_DEVICE_MIG, .uuid = {0x5b}, .mig = {0x7c}};
   ipc_client_add_device(&c, &d1);
   ipc_client_flush(&c);
-  int fd = accept_nb(lfd);
+  int fd;
   buf b = {0};
-  drain(fd, &b);
-  parsed *p = calloc(1, sizeof(parsed));
-  CHECK(parse_frames(b.p, b.n, p) == 0);
-  CHECK(p->consumed == b.n);
+  parsed *p = accept_parse(lfd, &b, &fd);
   CHECK(p->identities == 1 && p->identity_at_start == 1);
   CHECK(p->ppid == 4000 && strcmp(p->instance, "7d9f0c1e-instance") == 0 && strcmp(p->service, "vllm") == 0);
   CHECK(p->device_frames == 2);
@@ -326,11 +332,8 @@ static void test_identity_devices_launches(void) {
   fake_now += 1000;
   ipc_client_add(&c, &r);
   ipc_client_flush(&c);
-  fd = accept_nb(lfd);
   buf b2 = {0};
-  drain(fd, &b2);
-  parsed *p2 = calloc(1, sizeof(parsed));
-  CHECK(parse_frames(b2.p, b2.n, p2) == 0);
+  parsed *p2 = accept_parse(lfd, &b2, &fd);
   CHECK(p2->hellos == 1 && p2->identity_at_start == 1 && p2->device_frames == 2);
   CHECK(strcmp(p2->instance, "7d9f0c1e-instance") == 0);
   free(p);

@@ -200,40 +200,40 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 				h.appendTo(m.Histogram().DataPoints(), s.attrs, p.tokenType, s.start, now)
 			}
 			for _, p := range spec.sums {
-				if m == (pmetric.Metric{}) {
-					ms, m = st.newMetric(md, ms, resAttrs, spec)
-					sum := m.SetEmptySum()
-					sum.SetIsMonotonic(true)
-					sum.SetAggregationTemporality(st.temporality())
-				}
-				dp := m.Sum().DataPoints().AppendEmpty()
-				s.attrs.CopyTo(dp.Attributes())
+				var dp pmetric.NumberDataPoint
+				ms, m, dp = st.sumPoint(md, ms, m, resAttrs, spec, s, now)
 				if p.tokenType != "" {
 					dp.Attributes().PutStr(attrTokenType, p.tokenType)
 				}
-				dp.SetStartTimestamp(s.start)
-				dp.SetTimestamp(now)
 				dp.SetIntValue(int64(p.get(s)))
 			}
 			if spec.categories == nil {
 				continue
 			}
 			for _, c := range spec.categories(s) {
-				if m == (pmetric.Metric{}) {
-					ms, m = st.newMetric(md, ms, resAttrs, spec)
-					sum := m.SetEmptySum()
-					sum.SetIsMonotonic(true)
-					sum.SetAggregationTemporality(st.temporality())
-				}
-				dp := m.Sum().DataPoints().AppendEmpty()
-				s.attrs.CopyTo(dp.Attributes())
+				var dp pmetric.NumberDataPoint
+				ms, m, dp = st.sumPoint(md, ms, m, resAttrs, spec, s, now)
 				dp.Attributes().PutStr(names.AttrKernelCategory, c.Category)
-				dp.SetStartTimestamp(s.start)
-				dp.SetTimestamp(now)
 				dp.SetDoubleValue(c.Seconds)
 			}
 		}
 	}
+}
+
+// sumPoint appends a data point of series s to the sum m, creating the
+// metric (monotonic, in the store's temporality) the first time.
+func (st *Store) sumPoint(md pmetric.Metrics, ms pmetric.MetricSlice, m pmetric.Metric, resAttrs pcommon.Map, spec *Spec, s *Series, now pcommon.Timestamp) (pmetric.MetricSlice, pmetric.Metric, pmetric.NumberDataPoint) {
+	if m == (pmetric.Metric{}) {
+		ms, m = st.newMetric(md, ms, resAttrs, spec)
+		sum := m.SetEmptySum()
+		sum.SetIsMonotonic(true)
+		sum.SetAggregationTemporality(st.temporality())
+	}
+	dp := m.Sum().DataPoints().AppendEmpty()
+	s.attrs.CopyTo(dp.Attributes())
+	dp.SetStartTimestamp(s.start)
+	dp.SetTimestamp(now)
+	return ms, m, dp
 }
 
 // newMetric adds a metric to the resource's scope, creating the resource the
