@@ -159,6 +159,7 @@ func sendSteps(t *testing.T, sock, host string, r *fakeReplica, keep func(fakeSt
 			Engine: stepwire.EngineVLLM, PID: r.enginePID, Index: st.index,
 			StartUnixNs: st.start.UnixNano(), EndUnixNs: st.end.UnixNano(),
 			ServiceName: "vllm", EngineVersion: "0.11.0", Host: host,
+			InstanceID: r.instance, // wire v3: the hook reads OTEL_RESOURCE_ATTRIBUTES
 		}
 		for _, tk := range st.tokens {
 			s.RequestIDs = append(s.RequestIDs, tk.id)

@@ -191,9 +191,9 @@ service:
 		sendSteps(t, stepSock, host, r, func(fakeStep) bool { return true })
 	}
 	// The first steps pass as soon as their kernels are matched.
-	require.Eventually(t, func() bool { return len(spansNamed(sink.Traces.AllTraces(), names.SpanEngineStep)) == 4 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(spansNamed(sink, names.SpanEngineStep)) == 4 }, 30*time.Second, 20*time.Millisecond)
 	// The last steps wait for their kernels.
-	for _, sp := range spansNamed(sink.Traces.AllTraces(), names.SpanEngineStep) {
+	for _, sp := range spansNamed(sink, names.SpanEngineStep) {
 		idx, _ := sp.span.Attributes().Get(names.AttrStepIndex)
 		assert.NotEqual(t, int64(3), idx.Int())
 	}
@@ -234,13 +234,13 @@ service:
 		}
 	}
 	require.Eventually(t, func() bool {
-		return len(spansNamed(sink.Traces.AllTraces(), names.SpanEngineStep)) == 6 &&
-			len(spansNamed(sink.Traces.AllTraces(), "llm_request")) == 4
+		return len(spansNamed(sink, names.SpanEngineStep)) == 6 &&
+			len(spansNamed(sink, "llm_request")) == 4
 	}, 30*time.Second, 20*time.Millisecond, "%s", c.Output())
 
 	// Each step span: exactly its own kernels.
 	steps := map[string]ptrace.Span{}
-	for _, sp := range spansNamed(sink.Traces.AllTraces(), names.SpanEngineStep) {
+	for _, sp := range spansNamed(sink, names.SpanEngineStep) {
 		pid, _ := sp.res.Attributes().Get(names.ResourceProcessPID)
 		idx, _ := sp.span.Attributes().Get(names.AttrStepIndex)
 		steps[fmt.Sprintf("%d/%d", pid.Int(), idx.Int())] = sp.span
@@ -298,7 +298,7 @@ service:
 				}
 			}
 		}
-		for _, sp := range spansNamed(sink.Traces.AllTraces(), "llm_request") {
+		for _, sp := range spansNamed(sink, "llm_request") {
 			a := sp.span.Attributes()
 			id, _ := a.Get("gen_ai.request.id")
 			w, ok := wantTime[id.Str()]
@@ -331,7 +331,7 @@ service:
 	// The connector: GPU time per category for the model, over every request.
 	c.Stop()
 	var wantTotal, gotTotal float64
-	for _, sp := range spansNamed(sink.Traces.AllTraces(), "llm_request") {
+	for _, sp := range spansNamed(sink, "llm_request") {
 		wantTotal += attrDouble(sp.span.Attributes(), names.AttrGPUTime)
 	}
 	for _, md := range sink.Metrics.AllMetrics() {
@@ -358,27 +358,6 @@ func split[T any](xs []T, late func(T) bool) (early, lateOnes []T) {
 		}
 	}
 	return early, lateOnes
-}
-
-type resSpan struct {
-	res  pcommon.Resource
-	span ptrace.Span
-}
-
-func spansNamed(tds []ptrace.Traces, name string) []resSpan {
-	var out []resSpan
-	for _, td := range tds {
-		for _, rs := range td.ResourceSpans().All() {
-			for _, ss := range rs.ScopeSpans().All() {
-				for _, s := range ss.Spans().All() {
-					if s.Name() == name {
-						out = append(out, resSpan{rs.Resource(), s})
-					}
-				}
-			}
-		}
-	}
-	return out
 }
 
 func attrDouble(a pcommon.Map, k string) float64 {

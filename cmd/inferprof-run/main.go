@@ -223,6 +223,7 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 	if err := planHook(p, o, exe); err != nil {
 		return nil, err
 	}
+	setInstanceID(p)
 	planServiceName(p, o)
 	if err := planCUPTI(p, o, exe); err != nil {
 		return nil, err

@@ -295,6 +295,8 @@ func TestRunPrintsEveryChange(t *testing.T) {
 		"CUDA_INJECTION64_PATH":              lib,
 		"INFERPROF_CUPTI_ENDPOINT":           cuptiSock,
 		"OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
+		// A random id per launch (identity.go).
+		envResourceAttrs: attrInstanceID + "=" + resourceAttribute(got[envResourceAttrs], attrInstanceID),
 	}
 	for k, v := range want {
 		assert.Equalf(t, v, got[k], "%s in the engine's environment", k)

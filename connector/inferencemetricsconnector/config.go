@@ -102,10 +102,26 @@ type Config struct {
 	Exemplars ExemplarsConfig `mapstructure:"exemplars"`
 	// Goodput targets.
 	Goodput GoodputConfig `mapstructure:"goodput"`
+	// Conversations bounds the counting of turns per conversation.
+	Conversations ConversationsConfig `mapstructure:"conversations"`
 	// Metrics switches metrics off by name, e.g.
 	// `inferprof.server.other.duration: {enabled: false}`. Empty by default.
 	Metrics map[string]MetricConfig `mapstructure:"metrics"`
 	_       struct{}
+}
+
+// ConversationsConfig: a conversation's turns (inferprof.agent.turn on its
+// agent runs) are counted until it has had no turn for Idle, then observed in
+// inferprof.agent.conversation.turns.
+type ConversationsConfig struct {
+	// Idle ends a conversation. Default 30m; must be positive.
+	Idle time.Duration `mapstructure:"idle"`
+	// MaxConversations caps the conversations followed; past it the least
+	// recently active is observed early and counted
+	// (otelcol_connector_inference_metrics_conversations_early). Default
+	// 100000; must be positive.
+	MaxConversations int `mapstructure:"max_conversations"`
+	_                struct{}
 }
 
 var _ component.Config = (*Config)(nil)
@@ -135,6 +151,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Goodput.TimeToFirstToken < 0 || c.Goodput.TimePerOutputToken < 0 || c.Goodput.E2E < 0 {
 		errs = append(errs, errors.New("goodput targets must not be negative"))
+	}
+	if c.Conversations.Idle <= 0 {
+		errs = append(errs, fmt.Errorf("conversations.idle must be positive, got %s", c.Conversations.Idle))
+	}
+	if c.Conversations.MaxConversations <= 0 {
+		errs = append(errs, fmt.Errorf("conversations.max_conversations must be positive, got %d", c.Conversations.MaxConversations))
 	}
 	seen := map[string]bool{}
 	for _, d := range semconvDimensions {

@@ -50,7 +50,8 @@ func TestUnmarshalConfig(t *testing.T) {
 				TimePerOutputToken: 50 * time.Millisecond,
 				E2E:                20 * time.Second,
 			},
-			Metrics: map[string]MetricConfig{"inferprof.server.other.duration": {Enabled: false}},
+			Conversations: ConversationsConfig{Idle: 10 * time.Minute, MaxConversations: 500},
+			Metrics:       map[string]MetricConfig{"inferprof.server.other.duration": {Enabled: false}},
 		}},
 		{name: "span_metrics_temporality", want: func() *Config {
 			c := createDefaultConfig().(*Config)
@@ -64,6 +65,7 @@ func TestUnmarshalConfig(t *testing.T) {
 		{name: "bad_dimension", wantErr: `"gen_ai.request.model" is duplicated or already a default dimension`},
 		{name: "bad_exemplars", wantErr: "exemplars.max_per_data_point must be positive"},
 		{name: "bad_goodput", wantErr: "goodput targets must not be negative"},
+		{name: "bad_conversations", wantErr: "conversations.idle must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,10 +37,14 @@ type metricsConnector struct {
 	// Goodput targets in seconds; 0 means none.
 	goodTTFT, goodTPOT, goodE2E float64
 
-	mu      sync.Mutex // guards everything below
-	store   *aggregate.Store
-	digest  *xxhash.Digest
-	scratch [8]byte
+	mu    sync.Mutex // guards everything below
+	store *aggregate.Store
+	convs *conversations
+	// turnOverflow counts conversations observed into the overflow series,
+	// reported with the next batch's counts.
+	turnOverflow int64
+	digest       *xxhash.Digest
+	scratch      [8]byte
 
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -68,6 +72,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		goodTPOT:  cfg.Goodput.TimePerOutputToken.Seconds(),
 		goodE2E:   cfg.Goodput.E2E.Seconds(),
 		digest:    xxhash.New(),
+		convs:     newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
 		store: aggregate.NewStore(aggregate.Settings{
 			Limit:        cfg.AggregationCardinalityLimit,
 			MaxExemplars: maxEx,
@@ -152,6 +157,7 @@ func (*metricsConnector) Capabilities() consumer.Capabilities {
 func (c *metricsConnector) flush(ctx context.Context, final bool) {
 	now := pcommon.NewTimestampFromTime(c.clock.Now())
 	c.mu.Lock()
+	c.observeTurns(final)
 	md, tx := c.store.Flush(now)
 	c.series.Store(int64(c.store.Len()))
 	c.mu.Unlock()
@@ -191,7 +197,8 @@ func (c *metricsConnector) refused(ctx context.Context, err error, points int64,
 
 // counts are what one batch adds to the self-metrics.
 type counts struct {
-	bad, overflow int64
+	bad, overflow      int64
+	earlyConversations int64
 }
 
 // ConsumeTraces aggregates request and engine.step spans; it passes every
@@ -213,7 +220,15 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 				span := spans.At(k)
 				var r request
 				isStep := span.Name() == names.SpanEngineStep
-				if !isStep && !parseRequest(span, &r, &n) {
+				isReq := !isStep && parseRequest(span, &r, &n)
+				if !isStep && r.has&(hasCost|hasAgent) != 0 {
+					if !hashed {
+						resKey = c.hashResource(resAttrs)
+						hashed = true
+					}
+					c.aggregateAgentCost(now, resKey, resAttrs, span, &r, &n)
+				}
+				if !isStep && !isReq {
 					continue
 				}
 				if !hashed {
@@ -229,7 +244,12 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 		}
 	}
 	c.series.Store(int64(c.store.Len()))
+	n.overflow += c.turnOverflow
+	c.turnOverflow = 0
 	c.mu.Unlock()
+	if n.earlyConversations > 0 {
+		c.telemetry.ConnectorInferenceMetricsConversationsEarly.Add(ctx, n.earlyConversations)
+	}
 	if n.bad > 0 {
 		c.telemetry.ConnectorInferenceMetricsBadValues.Add(ctx, n.bad)
 	}
@@ -300,6 +320,10 @@ func parseRequest(span ptrace.Span, r *request, n *counts) bool {
 			r.model = str(v, n)
 		case names.AttrErrorType:
 			r.errType = str(v, n)
+		case names.AttrRequestCost:
+			r.has |= hasCost
+		case names.AttrAgentTimeInModel:
+			r.has |= hasAgent
 		case names.AttrITLGaps:
 			if v.Type() == pcommon.ValueTypeSlice {
 				r.gaps = v.Slice()

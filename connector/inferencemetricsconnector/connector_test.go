@@ -134,12 +134,17 @@ func metricsNamed(md pmetric.Metrics, name string) []pmetric.Metric {
 // attributes rendered as a string.
 func histPoints(t *testing.T, md pmetric.Metrics, name string) map[string]pmetric.HistogramDataPoint {
 	t.Helper()
+	return histPointsBy(t, md, name, attrString)
+}
+
+func histPointsBy(t *testing.T, md pmetric.Metrics, name string, key func(pcommon.Map) string) map[string]pmetric.HistogramDataPoint {
+	t.Helper()
 	out := map[string]pmetric.HistogramDataPoint{}
 	for _, m := range metricsNamed(md, name) {
 		require.Equal(t, pmetric.MetricTypeHistogram, m.Type(), name)
 		for i := 0; i < m.Histogram().DataPoints().Len(); i++ {
 			dp := m.Histogram().DataPoints().At(i)
-			out[attrString(dp.Attributes())] = dp
+			out[key(dp.Attributes())] = dp
 		}
 	}
 	return out
@@ -580,7 +585,8 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 			Histogram   *struct {
 				Bounds []float64 `yaml:"bucket_boundaries"`
 			} `yaml:"histogram"`
-			Sum *struct{} `yaml:"sum"`
+			Sum   *struct{} `yaml:"sum"`
+			Gauge *struct{} `yaml:"gauge"`
 		} `yaml:"metrics"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &md))
@@ -593,6 +599,8 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 		names.MetricInterTokenLatency: aggregate.BoundsITL, names.MetricStepDuration: aggregate.BoundsStepDuration,
 		names.MetricStepBatchSize: aggregate.BoundsBatchSize, names.MetricStepTokens: aggregate.BoundsStepTokens,
 		names.MetricCPUOverheadShare: aggregate.BoundsShare,
+		names.MetricAgentRunDuration: aggregate.BoundsAgentRun, names.MetricAgentPartDuration: aggregate.BoundsAgentRun,
+		names.MetricAgentTurns: aggregate.BoundsTurns,
 	}
 	for _, s := range aggregate.Specs {
 		m, ok := md.Metrics[s.Name]
@@ -602,7 +610,7 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 		if m.Histogram != nil {
 			assert.Equal(t, m.Histogram.Bounds, bounds[s.Name], s.Name)
 		} else {
-			assert.NotNil(t, m.Sum, s.Name)
+			assert.True(t, m.Sum != nil || m.Gauge != nil, s.Name)
 		}
 	}
 }

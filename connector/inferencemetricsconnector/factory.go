@@ -34,6 +34,7 @@ func createDefaultConfig() component.Config {
 			TimeToFirstToken:   2 * time.Second,
 			TimePerOutputToken: 100 * time.Millisecond,
 		},
+		Conversations: ConversationsConfig{Idle: 30 * time.Minute, MaxConversations: 100_000},
 	}
 }
 

@@ -113,6 +113,10 @@ func (t *Tracer) send(ctx context.Context, tr trace.Tracer, spec SpanSpec) trace
 	return span.SpanContext()
 }
 
+// Tracer returns the provider's tracer for scope, for tests that build a
+// trace span by span (spans of one trace from two processes' tracers).
+func (t *Tracer) Tracer(scope string) trace.Tracer { return t.tp.Tracer(scope) }
+
 // Flush exports everything recorded so far.
 func (t *Tracer) Flush(tb testing.TB) {
 	tb.Helper()

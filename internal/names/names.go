@@ -160,9 +160,9 @@ const (
 
 // A request's GPU figures: over the steps that gave it tokens, its share of
 // each step's kernel time (by the tokens it got there), and the GPU idle
-// time of those steps.
+// time of those steps. AttrGPUTime (seconds) is declared with the cost
+// attributes, which read it.
 const (
-	AttrGPUTime          = "inferprof.gpu.time"
 	AttrGPUCategories    = "inferprof.gpu.categories"     // []string
 	AttrGPUCategoryTimes = "inferprof.gpu.category_times" // []double, aligned
 	AttrCPUOverhead      = "inferprof.latency.cpu_overhead"
@@ -192,4 +192,55 @@ const (
 	AttrXID          = "nvidia.gpu.xid"         // int: the XID code, on log records and the counter
 	AttrXIDMeaning   = "nvidia.gpu.xid.meaning" // text for the well-known codes
 	AttrGPUEventType = "nvidia.gpu.event.type"  // xid, double_bit_ecc_error, ...
+)
+
+// Agent-run span attributes written by the inference processor on each agent
+// run (invoke_agent and the instrumentations' equivalents), and read by the
+// inference_metrics connector.
+const (
+	AttrAgentTimeInModel   = "inferprof.agent.time_in_model"   // s, model calls, overlaps counted once
+	AttrAgentTimeInTools   = "inferprof.agent.time_in_tools"   // s, tool calls outside model calls
+	AttrAgentTimeInOther   = "inferprof.agent.time_in_other"   // s, the rest of the run
+	AttrAgentTimeInQueue   = "inferprof.agent.time_in_queue"   // s, engine queue of the run's calls that reached our engine
+	AttrAgentTimeInPrefill = "inferprof.agent.time_in_prefill" // s, likewise prefill
+	AttrAgentTimeInDecode  = "inferprof.agent.time_in_decode"  // s, likewise decode
+	AttrAgentModelCalls    = "inferprof.agent.model_calls"
+	AttrAgentToolCalls     = "inferprof.agent.tool_calls"
+	AttrAgentToolErrors    = "inferprof.agent.tool_errors"
+	AttrAgentEngineCalls   = "inferprof.agent.engine_calls" // model calls joined to an engine request span
+	AttrAgentBottleneck    = "inferprof.agent.bottleneck"   // name of the longest model or tool call
+	AttrAgentTurn          = "inferprof.agent.turn"         // int, per gen_ai.conversation.id
+	AttrAgentSincePrevTurn = "inferprof.agent.time_since_previous_turn"
+	AttrAgentCost          = "inferprof.agent.cost"
+	AttrAgentCostCurrency  = "inferprof.agent.cost.currency"
+	AttrAgentPartial       = "inferprof.agent.partial" // why figures may be incomplete: timeout, evicted, shutdown, truncated
+
+	AttrAgentName      = "gen_ai.agent.name"
+	AttrConversationID = "gen_ai.conversation.id"
+	AttrEndUserID      = "enduser.id"
+)
+
+// Request cost, on request spans (engine server spans and client model calls).
+const (
+	AttrRequestCost         = "inferprof.request.cost"
+	AttrRequestCostCurrency = "inferprof.request.cost.currency"
+	AttrRequestCostMethod   = "inferprof.request.cost.method" // gpu_time, token_share, price_table
+	// AttrGPUTime is a request's GPU time in seconds (the GPU correlation
+	// work writes it); cost uses it when present.
+	AttrGPUTime = "inferprof.gpu.time"
+	// ResourceGPUCount is how many GPUs serve an engine instance, on its
+	// resource; the GPU model comes from hw.name, as NVML reports it.
+	ResourceGPUCount = "inferprof.gpu.count"
+	ResourceGPUName  = "hw.name"
+)
+
+// Agent and cost metrics emitted by the inference_metrics connector.
+const (
+	MetricAgentRunDuration  = "inferprof.agent.run.duration"
+	MetricAgentPartDuration = "inferprof.agent.run.part.duration"
+	MetricAgentTurns        = "inferprof.agent.conversation.turns"
+	MetricCost              = "inferprof.cost"
+	MetricCostPer1kOutput   = "inferprof.cost.per_1k_output_tokens"
+	AttrAgentPart           = "part" // model, tools, other
+	AttrCostCurrency        = "inferprof.cost.currency"
 )

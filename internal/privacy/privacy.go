@@ -33,6 +33,20 @@ import (
 //     llm.choices, llm.prompt_template.*, message.content,
 //     message_content.*, document.content, retrieval.documents,
 //     reranker.query, embedding.embeddings.
+//   - Agent instrumentations (read for the inference processor's agent runs;
+//     files and versions in processor/inferenceprocessor/testdata/spans/
+//     README.md): GenAI semconv spans.yaml (semantic-conventions-genai
+//     @002c8a6e) opt-in gen_ai.retrieval.query.text, gen_ai.retrieval.documents,
+//     gen_ai.memory.query.text, gen_ai.memory.records; the contrib
+//     openai-agents-v2 span_processor.py (@466ae4c0)
+//     gen_ai.orchestrator.agent.definitions (agents' system messages),
+//     gen_ai.transcription.text, gen_ai.speech.input_text; OpenLLMetry's
+//     LangChain callback_handler.py 0.62.1 gen_ai.task.input / .output
+//     (chain, task and tool inputs and outputs); OpenInference
+//     llm.function_call, llm.tools.* (tool schemas), reranker.input_documents /
+//     .output_documents, and llm.invocation_parameters, into which the
+//     openai-agents processor (2.0.0, _processor.py) dumps the Responses
+//     request, instructions included.
 //
 // Only exact and prefix patterns appear, so the list is also a valid
 // default for the inference processor's privacy.attributes. None matches a
@@ -62,6 +76,20 @@ var Attributes = []string{
 	"embedding.embeddings*",
 	"traceloop.entity.input",
 	"traceloop.entity.output",
+	"gen_ai.retrieval.query.text",
+	"gen_ai.retrieval.documents",
+	"gen_ai.memory.query.text",
+	"gen_ai.memory.records",
+	"gen_ai.orchestrator.agent.definitions",
+	"gen_ai.transcription.text",
+	"gen_ai.speech.input_text",
+	"gen_ai.task.input",
+	"gen_ai.task.output",
+	"llm.function_call",
+	"llm.invocation_parameters",
+	"llm.tools*",
+	"reranker.input_documents*",
+	"reranker.output_documents*",
 }
 
 // Events are the names of events whose whole payload is content: span events
@@ -98,9 +126,21 @@ type Matcher struct {
 	// exact holds the exact names by length: a key is compared only with
 	// names of its own length, and most keys have none. A few compares beat
 	// hashing the key for a map lookup.
-	exact    [][]string
-	prefixes []prefix
-	minLen   int // shortest pattern body; shorter keys cannot match
+	exact [][]exactName
+	// prefixes holds the "x*" patterns by their body's first byte, lowered:
+	// a key is compared only with those that start like it (most keys start
+	// "gen_ai." and meet two of them, not all).
+	prefixes [256][]prefix
+	matchAll bool // a bare "*"
+	minLen   int  // shortest pattern body; shorter keys cannot match
+}
+
+// exactName is an exact pattern with its last byte, lowered, compared first
+// (as prefix does): names of one length mostly differ at the end, so that
+// byte rejects a key without a case-folding compare.
+type exactName struct {
+	name string
+	last byte
 }
 
 // prefix is a "x*" pattern's body with its last byte, compared first: most
@@ -124,13 +164,22 @@ func NewMatcher(patterns []string) *Matcher {
 			if body != "" {
 				last = lower(body[len(body)-1])
 			}
-			m.prefixes = append(m.prefixes, prefix{body: body, last: last})
+			if body == "" {
+				m.matchAll = true
+				continue
+			}
+			first := lower(body[0])
+			m.prefixes[first] = append(m.prefixes[first], prefix{body: body, last: last})
 			continue
 		}
 		if len(p) >= len(m.exact) {
-			m.exact = append(m.exact, make([][]string, len(p)+1-len(m.exact))...)
+			m.exact = append(m.exact, make([][]exactName, len(p)+1-len(m.exact))...)
 		}
-		m.exact[len(p)] = append(m.exact[len(p)], p)
+		e := exactName{name: p}
+		if p != "" {
+			e.last = lower(p[len(p)-1])
+		}
+		m.exact[len(p)] = append(m.exact[len(p)], e)
 	}
 	if m.minLen < 0 {
 		m.minLen = 0
@@ -145,14 +194,20 @@ func (m *Matcher) Match(key string) bool {
 	}
 	if len(key) < len(m.exact) {
 		for _, e := range m.exact[len(key)] {
-			if strings.EqualFold(key, e) {
+			if (key == "" || lower(key[len(key)-1]) == e.last) && strings.EqualFold(key, e.name) {
 				return true
 			}
 		}
 	}
-	for _, p := range m.prefixes {
+	if m.matchAll {
+		return true
+	}
+	if key == "" {
+		return false
+	}
+	for _, p := range m.prefixes[lower(key[0])] {
 		n := len(p.body)
-		if n == 0 || (len(key) >= n && lower(key[n-1]) == p.last && strings.EqualFold(key[:n], p.body)) {
+		if len(key) >= n && lower(key[n-1]) == p.last && strings.EqualFold(key[:n], p.body) {
 			return true
 		}
 	}

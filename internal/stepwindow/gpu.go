@@ -5,6 +5,7 @@ package stepwindow // import "github.com/inferprof/inferprof/internal/stepwindow
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -12,7 +13,6 @@ import (
 // Ref names a step added with AddRef, for SetGPU. A Ref outlives its step:
 // SetGPU on a step the window evicted does nothing.
 type Ref struct {
-	key string
 	in  *instance
 	seq uint64
 }
@@ -59,8 +59,8 @@ func (w *Window) SetGPU(ref Ref, g *GPU) {
 
 // stepLocked finds ref's step, nil when it left the window.
 func (w *Window) stepLocked(ref Ref) *stepRec {
-	in := w.instances[ref.key]
-	if in == nil || in != ref.in || ref.seq >= in.nextSeq || ref.seq < in.nextSeq-uint64(in.n) {
+	in := ref.in
+	if in == nil || w.engines[in.key] != in || ref.seq >= in.nextSeq || ref.seq < in.nextSeq-uint64(in.n) {
 		return nil
 	}
 	i := in.head + int(ref.seq-(in.nextSeq-uint64(in.n)))
@@ -140,16 +140,17 @@ func (g *RequestGPU) SortCategories() {
 
 // LookupGPU is Lookup's GPU part alone, for a request span already given
 // its inter-token figures; zero when the instance or request is unknown or
-// its steps left the window.
-func (w *Window) LookupGPU(key, requestID string, arrival time.Time) RequestGPU {
+// its steps left the window. finish is when the request ended (zero:
+// unknown), to pick its engine as Lookup does.
+func (w *Window) LookupGPU(key, requestID string, arrival, finish time.Time) RequestGPU {
+	finishNs := int64(math.MaxInt64)
+	if !finish.IsZero() {
+		finishNs = finish.UnixNano()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in := w.instances[key]
-	if in == nil || in.evictedEnd >= arrival.UnixNano() {
-		return RequestGPU{}
-	}
-	t := in.requests[requestID]
-	if t == nil {
+	in, t, _ := w.holderLocked(key, requestID, arrival.UnixNano(), finishNs)
+	if in == nil {
 		return RequestGPU{}
 	}
 	var g RequestGPU

@@ -6,6 +6,7 @@ package stepwindow
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -13,37 +14,73 @@ import (
 	"github.com/inferprof/inferprof/internal/names"
 )
 
-// InstanceKey returns the window key of the engine instance that res
-// describes. It is service.name, because that is what an engine's request
-// spans and its step spans share (the hook takes OTEL_SERVICE_NAME, as vLLM
-// and SGLang do). Without one it falls back to host.name/process.pid.
-// Request ids are unique per server, so the data-parallel engines of one
-// server can share a key.
+// InstanceKey returns the key of the service instance that res describes
+// (a request span's or a step's resource): "service.name [service.instance.id]",
+// or the service.name alone without an instance id. It reads well, so other
+// views (the timeline) can show it.
+//
+// The service.instance.id is what joins a server's request spans to its
+// engines' steps: inferprof-run puts one in OTEL_RESOURCE_ATTRIBUTES, which
+// the engine's OpenTelemetry SDK, its engine processes and the step hook
+// all read, so two replicas with one service.name stay apart. Without one
+// (no launcher), steps and requests meet on service.name; the engines of
+// each host keep their own windows, and a request is found in the one that
+// holds its id. The id the engine_step receiver makes up for a hook that had
+// none (host/pid/engine_index, which names the engine process, not the
+// server) is left out.
 func InstanceKey(res pcommon.Resource) string {
-	attrs := res.Attributes()
-	if v, ok := attrs.Get(names.ResourceServiceName); ok && v.Str() != "" {
+	ra := res.Attributes()
+	host := str(ra, names.ResourceHostName)
+	pid, index := intAttr(ra, names.ResourceProcessPID), intAttr(ra, names.ResourceEngineIndex)
+	id := str(ra, names.ResourceServiceInstance)
+	if isProcessInstance(id, host, pid, index) {
+		id = ""
+	}
+	return joinKey(id, str(ra, names.ResourceServiceName))
+}
+
+func str(attrs pcommon.Map, key string) string {
+	if v, ok := attrs.Get(key); ok {
 		return v.Str()
 	}
-	var host string
-	if v, ok := attrs.Get(names.ResourceHostName); ok {
-		host = v.Str()
+	return ""
+}
+
+func intAttr(attrs pcommon.Map, key string) int64 {
+	if v, ok := attrs.Get(key); ok {
+		return v.Int()
 	}
-	var pid int64
-	if v, ok := attrs.Get(names.ResourceProcessPID); ok {
-		pid = v.Int()
+	return 0
+}
+
+func joinKey(id, service string) string {
+	if id == "" {
+		return service
 	}
-	return host + "/" + strconv.FormatInt(pid, 10)
+	return service + " [" + id + "]"
+}
+
+func splitKey(key string) (id, service string) {
+	if !strings.HasSuffix(key, "]") {
+		return "", key
+	}
+	i := strings.LastIndex(key, " [")
+	if i < 0 {
+		return "", key
+	}
+	return key[i+2 : len(key)-1], key[:i]
 }
 
 // FromSpan fills dst from an engine.step span (as the engine_step receiver
-// makes them) and its resource, and returns the instance key. It returns
-// ok=false for any other span. dst's slices are reused.
+// makes them) and its resource, and returns the service instance's key. It
+// returns ok=false for any other span. dst's slices are reused.
 //
 // Mapping: span start/end -> StartUnixNs/EndUnixNs; inferprof.step.index ->
 // Index; inferprof.step.request_ids ([]string) and
 // inferprof.step.request_tokens ([]int, aligned) -> RequestIDs/RequestTokens;
-// inferprof.step.request_ids_truncated -> Truncated; host.name, process.pid
-// and inferprof.engine.index on the resource -> Source.
+// inferprof.step.request_ids_truncated -> Truncated; host.name and
+// inferprof.engine.index on the resource -> Engine; with process.pid ->
+// Source. The key is InstanceKey's.
 func FromSpan(span ptrace.Span, res pcommon.Resource, dst *Step) (key string, ok bool) {
 	if span.Name() != names.SpanEngineStep {
 		return "", false
@@ -73,30 +110,41 @@ func FromSpan(span ptrace.Span, res pcommon.Resource, dst *Step) (key string, ok
 			dst.RequestTokens = append(dst.RequestTokens, toks.At(i).Int())
 		}
 	}
-	dst.Source = sourceOf(res)
+	ra := res.Attributes()
+	pid, index := intAttr(ra, names.ResourceProcessPID), intAttr(ra, names.ResourceEngineIndex)
+	host := str(ra, names.ResourceHostName)
+	dst.Engine = hashOf(host, 0, index, false)
+	dst.Source = hashOf(host, pid, index, true)
 	return InstanceKey(res), true
 }
 
-func sourceOf(res pcommon.Resource) uint64 {
-	attrs := res.Attributes()
+// isProcessInstance reports whether id is the receiver's stand-in,
+// "host/pid/engine_index" (stepwire.FallbackInstanceID).
+func isProcessInstance(id, host string, pid, index int64) bool {
+	if id == "" {
+		return false
+	}
+	rest, ok := strings.CutPrefix(id, host)
+	if !ok || !strings.HasPrefix(rest, "/") {
+		return false
+	}
+	p, i, ok := strings.Cut(rest[1:], "/")
+	return ok && p == strconv.FormatInt(pid, 10) && i == strconv.FormatInt(index, 10)
+}
+
+// hashOf identifies an engine (host and engine index) or, withPID, one of
+// its processes.
+func hashOf(host string, pid, index int64, withPID bool) uint64 {
 	h := fnv.New64a()
-	if v, ok := attrs.Get(names.ResourceHostName); ok {
-		_, _ = h.Write([]byte(v.Str()))
+	_, _ = h.Write([]byte(host))
+	var b [17]byte
+	for i := range 8 {
+		b[i] = byte(pid >> (8 * i))
+		b[8+i] = byte(index >> (8 * i))
 	}
-	var b [16]byte
-	if v, ok := attrs.Get(names.ResourceProcessPID); ok {
-		b = appendInt(b, 0, v.Int())
-	}
-	if v, ok := attrs.Get(names.ResourceEngineIndex); ok {
-		b = appendInt(b, 8, v.Int())
+	if withPID {
+		b[16] = 1
 	}
 	_, _ = h.Write(b[:])
 	return h.Sum64()
-}
-
-func appendInt(b [16]byte, off int, v int64) [16]byte {
-	for i := range 8 {
-		b[off+i] = byte(v >> (8 * i))
-	}
-	return b
 }

@@ -9,6 +9,8 @@
 // it runs, so the window must still hold a request's steps when its span
 // arrives. When it no longer does, Lookup says so (StatusEvicted) rather than
 // guess. A Window is safe for concurrent use.
+//
+//go:generate go tool mdatagen metadata.yaml
 package stepwindow // import "github.com/inferprof/inferprof/internal/stepwindow"
 
 import (
@@ -16,6 +18,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/inferprof/inferprof/internal/stepwindow/internal/metadata"
 )
 
 // Config bounds a Window. Zero fields take the defaults from NewDefaultConfig.
@@ -30,11 +34,12 @@ type Config struct {
 	// instances, the window's main memory cost (about 42 bytes each); the
 	// oldest steps go first. Default 2,000,000 (about 85 MB).
 	MaxRecords int
-	// MaxInstances caps the engine instances tracked; the one updated least
-	// recently goes first. Default 256.
+	// MaxInstances caps the engine windows tracked, one per (service
+	// instance, engine); the one updated least recently goes first.
+	// Default 256.
 	MaxInstances int
 	// MaxSources caps the step sources (engine processes) remembered per
-	// instance. A source whose last step has left the window is forgotten
+	// engine window. A source whose last step has left the window is forgotten
 	// anyway; past the cap the one heard least recently goes first and is
 	// counted. Default 1024.
 	MaxSources int
@@ -80,8 +85,12 @@ func (c Config) withDefaults() Config {
 
 // Step is one engine step as the window needs it. See FromSpan.
 type Step struct {
+	// Engine identifies the engine (host and engine index) within its
+	// service instance: each gets its own window. A restarted engine
+	// process keeps its engine and is a new Source.
+	Engine uint64
 	// Source identifies the process that numbered Index (pid and engine
-	// index); several sources may feed one instance.
+	// index); several sources may feed one engine window.
 	Source uint64
 	// Index is the step's number in its source, from 1. A jump marks lost
 	// steps, which make the requests they overlap incomplete.
@@ -158,10 +167,14 @@ type Result struct {
 
 // Stats are the window's counters.
 type Stats struct {
-	Instances        int
-	Steps            int
-	Records          int
-	EvictedSteps     uint64 // steps that left the window for age or size
+	// Instances counts the service instances (or, without an instance id,
+	// service names) with steps; Engines their engine windows.
+	Instances    int
+	Engines      int
+	Steps        int
+	Records      int
+	EvictedSteps uint64 // steps that left the window for age or size
+	// EvictedInstances counts engine windows dropped at MaxInstances.
 	EvictedInstances uint64
 	// Sources is the number of step sources remembered, all instances.
 	Sources int
@@ -170,24 +183,51 @@ type Stats struct {
 	EvictedSources uint64
 }
 
-// Window is the set of per-instance step windows.
+// Window is the set of per-engine step windows, grouped by the service
+// instance they serve (see InstanceKey).
 type Window struct {
 	mu               sync.Mutex
 	cfg              Config
-	instances        map[string]*instance
+	groups           map[groupKey]*group
+	engines          map[engineKey]*instance
 	records          int
 	evictedSteps     uint64
 	evictedInstances uint64
 	evictedSources   uint64
 	tick             uint64 // orders instance updates for LRU eviction
+	telemetry        *metadata.TelemetryBuilder
 }
 
 // New returns an empty window with cfg's bounds.
 func New(cfg Config) *Window {
-	return &Window{cfg: cfg.withDefaults(), instances: map[string]*instance{}}
+	return &Window{cfg: cfg.withDefaults(), groups: map[groupKey]*group{}, engines: map[engineKey]*instance{}}
 }
 
+// groupKey names the steps of one service instance: its
+// service.instance.id (byID) or, for engines without one, its service.name.
+type groupKey struct {
+	byID bool
+	name string
+}
+
+func groupOf(id, service string) groupKey {
+	if id != "" {
+		return groupKey{byID: true, name: id}
+	}
+	return groupKey{name: service}
+}
+
+// group holds the engine windows of one service instance.
+type group struct{ engines []*instance }
+
+type engineKey struct {
+	group  groupKey
+	engine uint64
+}
+
+// instance is the window of one engine of a service instance.
 type instance struct {
+	key      engineKey
 	steps    []stepRec // ring buffer, oldest at head
 	head     int
 	n        int
@@ -231,8 +271,9 @@ type tokenRec struct {
 	tokens int64
 }
 
-// Add appends step s to instance key's window and evicts what the bounds
-// require. Steps of one source must arrive in order; late ones are dropped.
+// Add appends step s to its engine's window in service instance key (see
+// InstanceKey and FromSpan) and evicts what the bounds require. Steps of one
+// source must arrive in order; late ones are dropped.
 func (w *Window) Add(key string, s *Step) {
 	w.AddRef(key, s)
 }
@@ -242,18 +283,27 @@ func (w *Window) Add(key string, s *Step) {
 func (w *Window) AddRef(key string, s *Step) (ref Ref, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in := w.instances[key]
+	id, service := splitKey(key)
+	ek := engineKey{group: groupOf(id, service), engine: s.Engine}
+	in := w.engines[ek]
 	if in == nil {
-		if len(w.instances) >= w.cfg.MaxInstances {
+		if len(w.engines) >= w.cfg.MaxInstances {
 			w.evictInstanceLocked()
 		}
 		in = &instance{
+			key:        ek,
 			steps:      make([]stepRec, 0, 64),
 			requests:   map[string]*track{},
 			sources:    map[uint64]source{},
 			firstStart: s.StartUnixNs,
 		}
-		w.instances[key] = in
+		w.engines[ek] = in
+		g := w.groups[ek.group]
+		if g == nil {
+			g = &group{}
+			w.groups[ek.group] = g
+		}
+		g.engines = append(g.engines, in)
 	}
 	w.tick++
 	in.used = w.tick
@@ -322,7 +372,7 @@ func (w *Window) AddRef(key string, s *Step) (ref Ref, ok bool) {
 	for w.records > w.cfg.MaxRecords {
 		w.evictGlobalOldestLocked()
 	}
-	return Ref{key: key, in: in, seq: seq}, true
+	return Ref{in: in, seq: seq}, true
 }
 
 // addSourceLocked makes room for a new source: it forgets sources whose
@@ -396,7 +446,7 @@ func (w *Window) evictOldestLocked(in *instance) {
 
 func (w *Window) evictGlobalOldestLocked() {
 	var oldest *instance
-	for _, in := range w.instances {
+	for _, in := range w.engines {
 		if in.n > 0 && (oldest == nil || in.steps[in.head].end < oldest.steps[oldest.head].end) {
 			oldest = in
 		}
@@ -409,11 +459,10 @@ func (w *Window) evictGlobalOldestLocked() {
 }
 
 func (w *Window) evictInstanceLocked() {
-	var key string
 	var lru *instance
-	for k, in := range w.instances {
+	for _, in := range w.engines {
 		if lru == nil || in.used < lru.used {
-			key, lru = k, in
+			lru = in
 		}
 	}
 	if lru == nil {
@@ -423,83 +472,13 @@ func (w *Window) evictInstanceLocked() {
 		w.records -= len(t.recs)
 	}
 	w.evictedSteps += uint64(lru.n)
-	delete(w.instances, key)
+	delete(w.engines, lru.key)
+	g := w.groups[lru.key.group]
+	g.engines = slices.DeleteFunc(g.engines, func(in *instance) bool { return in == lru })
+	if len(g.engines) == 0 {
+		delete(w.groups, lru.key.group)
+	}
 	w.evictedInstances++
-}
-
-// Lookup rebuilds request requestID's token timestamps on instance key.
-// arrival is when the request arrived (the request span's start); finish,
-// when it ended (zero: unknown). Lookup does not consume the steps.
-func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result {
-	w.mu.Lock()
-	in := w.instances[key]
-	if in == nil {
-		w.mu.Unlock()
-		return Result{Status: StatusUnknownInstance}
-	}
-	if in.evictedEnd >= arrival.UnixNano() {
-		w.mu.Unlock()
-		return Result{Status: StatusEvicted}
-	}
-	t := in.requests[requestID]
-	if t == nil || len(t.recs) == 0 {
-		w.mu.Unlock()
-		return Result{Status: StatusNoSteps}
-	}
-	base := in.nextSeq - uint64(in.n)
-	ends := make([]int64, 0, len(t.recs))
-	res := Result{Status: StatusOK}
-	finishNs := int64(math.MaxInt64)
-	if !finish.IsZero() {
-		finishNs = finish.UnixNano()
-	}
-	for _, r := range t.recs {
-		i := in.head + int(r.seq-base)
-		if i >= len(in.steps) {
-			i -= len(in.steps)
-		}
-		ends = append(ends, in.steps[i].end)
-		res.Tokens += int(r.tokens)
-		res.GPU.add(&in.steps[i], r.tokens)
-	}
-	// Lost or truncated steps anywhere in the request's life taint it.
-	arrivalNs := arrival.UnixNano()
-	for _, f := range in.flaws {
-		if f.end >= arrivalNs && f.start <= finishNs {
-			res.Status = StatusIncomplete
-			break
-		}
-	}
-	w.mu.Unlock()
-
-	res.TokenSteps = len(ends)
-	if len(ends) > 1 {
-		res.Gaps = make([]float64, len(ends)-1)
-		for i := 1; i < len(ends); i++ {
-			res.Gaps[i-1] = float64(ends[i]-ends[i-1]) / 1e9
-		}
-	}
-	res.DecodeSteps = len(res.Gaps)
-	if len(res.Gaps) > 0 {
-		sorted := slices.Clone(res.Gaps)
-		slices.Sort(sorted)
-		res.P50 = nearestRank(sorted, 0.50)
-		res.P99 = nearestRank(sorted, 0.99)
-		res.Max = sorted[len(sorted)-1]
-		limit := w.cfg.StallFactor * res.P50
-		for _, g := range res.Gaps {
-			if g > limit {
-				res.Stalls++
-			}
-		}
-	}
-	return res
-}
-
-// nearestRank returns the q-quantile of sorted by the nearest-rank method.
-func nearestRank(sorted []float64, q float64) float64 {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // Stats returns the window's sizes and eviction counters.
@@ -507,13 +486,14 @@ func (w *Window) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := Stats{
-		Instances:        len(w.instances),
+		Instances:        len(w.groups),
+		Engines:          len(w.engines),
 		Records:          w.records,
 		EvictedSteps:     w.evictedSteps,
 		EvictedInstances: w.evictedInstances,
 		EvictedSources:   w.evictedSources,
 	}
-	for _, in := range w.instances {
+	for _, in := range w.engines {
 		s.Steps += in.n
 		s.Sources += len(in.sources)
 	}

@@ -299,7 +299,8 @@ func TestFromSpan(t *testing.T) {
 	var s Step
 	key, ok := FromSpan(sp, rs.Resource(), &s)
 	require.True(t, ok)
-	assert.Equal(t, "vllm-a", key)
+	assert.Equal(t, "vllm-a", key, "no service.instance.id: the service.name")
+	assert.NotZero(t, s.Engine)
 	assert.Equal(t, uint64(9), s.Index)
 	assert.Equal(t, ms(0), s.StartUnixNs)
 	assert.Equal(t, ms(12), s.EndUnixNs)
@@ -313,10 +314,30 @@ func TestFromSpan(t *testing.T) {
 	_, ok = FromSpan(other, rs.Resource(), &s)
 	assert.False(t, ok)
 
+	// The receiver's stand-in for a hook without an instance id names the
+	// process, not the server: the key leaves it out.
+	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "h1/42/0")
+	key, _ = FromSpan(sp, rs.Resource(), &s)
+	assert.Equal(t, "vllm-a", key)
+	assert.Equal(t, key, InstanceKey(rs.Resource()), "steps and requests share the key")
+	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "h1/42/1")
+	key, _ = FromSpan(sp, rs.Resource(), &s)
+	assert.Equal(t, "vllm-a [h1/42/1]", key, "another engine index: a real id")
+	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "5b0e5d2c")
+	engine := s.Engine
+	key, _ = FromSpan(sp, rs.Resource(), &s)
+	assert.Equal(t, "vllm-a [5b0e5d2c]", key)
+	assert.Equal(t, engine, s.Engine, "the engine is its host and index")
+	id, svc := splitKey(key)
+	assert.Equal(t, [2]string{"5b0e5d2c", "vllm-a"}, [2]string{id, svc})
+	id, svc = splitKey("odd [name")
+	assert.Equal(t, [2]string{"", "odd [name"}, [2]string{id, svc})
+
+	// A request span: the engine's SDK puts the launcher's id on it.
 	res := pcommon.NewResource()
-	res.Attributes().PutStr(names.ResourceHostName, "h2")
-	res.Attributes().PutInt(names.ResourceProcessPID, 7)
-	assert.Equal(t, "h2/7", InstanceKey(res))
+	res.Attributes().PutStr(names.ResourceServiceName, "vllm-a")
+	res.Attributes().PutStr(names.ResourceServiceInstance, "5b0e5d2c")
+	assert.Equal(t, key, InstanceKey(res))
 }
 
 // TestMemoryBounded streams far more records than the cap through the window

@@ -1,9 +1,10 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package stepwire decodes engine step datagrams, the wire format the Python
-// hook (integrations/python/inferprof_hook/wire.py) sends once per scheduler
-// step. The format is specified in docs/step-wire.md.
+// Package stepwire decodes engine step records, the wire format the Python
+// hook (integrations/python/inferprof_hook/wire.py) writes once per scheduler
+// step, and the shared-memory ring that carries them (ring.go). The format
+// is specified in docs/step-wire.md.
 package stepwire // import "github.com/inferprof/inferprof/internal/stepwire"
 
 import (
@@ -11,25 +12,28 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"unicode/utf8"
 )
 
 // Version is the wire format version the hook sends and Encode writes by
 // default. Decode also reads every older version down to MinVersion, so a
 // collector upgraded before its engines keeps their steps.
-const Version = 2
+const Version = 3
 
 // MinVersion is the oldest wire format version Decode reads.
 const MinVersion = 1
 
-// Header sizes per version: version 2 added hook_evicted_ids and n_resumed.
+// Header sizes per version: version 2 added hook_evicted_ids and n_resumed;
+// version 3 has version 2's header and a fourth identity string.
 const (
 	HeaderSizeV1 = 72
 	HeaderSizeV2 = 78
+	HeaderSizeV3 = HeaderSizeV2
 )
 
 // HeaderSize is the size of the current version's fixed header in bytes.
-const HeaderSize = HeaderSizeV2
+const HeaderSize = HeaderSizeV3
 
 // MaxDatagram bounds a datagram; the hook never sends more than 200 KiB.
 const MaxDatagram = 256 << 10
@@ -49,11 +53,13 @@ type layout struct {
 	flags      uint16 // flags the version defines
 	evictedIDs bool   // header carries hook_evicted_ids
 	resumed    bool   // header carries n_resumed; resumed ids follow preempted ids
+	instanceID bool   // the identity block ends with service.instance.id
 }
 
 var layouts = [Version + 1]layout{
 	1: {header: HeaderSizeV1, flags: FlagIDsTruncated | FlagKVUsage},
 	2: {header: HeaderSizeV2, flags: FlagIDsTruncated | FlagKVUsage | FlagDegraded, evictedIDs: true, resumed: true},
+	3: {header: HeaderSizeV3, flags: FlagIDsTruncated | FlagKVUsage | FlagDegraded, evictedIDs: true, resumed: true, instanceID: true},
 }
 
 // Engine names the engine that sent a step.
@@ -120,6 +126,10 @@ type Step struct {
 	ServiceName   string
 	EngineVersion string
 	Host          string
+	// InstanceID is the service.instance.id the engine process found in
+	// OTEL_RESOURCE_ATTRIBUTES (version 3; inferprof-run sets it), the
+	// same as the engine's request spans carry. Empty without one.
+	InstanceID string
 
 	// RequestIDs got RequestTokens[i] tokens each in this step.
 	RequestIDs    []string
@@ -128,6 +138,14 @@ type Step struct {
 	// Resumed lists requests that came back from preemption in this step
 	// (version 2).
 	Resumed []string
+}
+
+// FallbackInstanceID is the service.instance.id of a step whose hook found
+// none in OTEL_RESOURCE_ATTRIBUTES: "host/pid/engine_index". It names the
+// engine process, not the server whose request spans the step serves, so
+// the step window does not key on it (see internal/stepwindow).
+func FallbackInstanceID(host string, pid, engineIndex uint32) string {
+	return host + "/" + strconv.FormatUint(uint64(pid), 10) + "/" + strconv.FormatUint(uint64(engineIndex), 10)
 }
 
 // KVUsageKnown reports whether the hook could read the KV cache usage.
@@ -242,6 +260,11 @@ func decode(b []byte, s *Step, d *Decoder) error {
 	r.short(&s.ServiceName)
 	r.short(&s.EngineVersion)
 	r.short(&s.Host)
+	if l.instanceID {
+		r.short(&s.InstanceID)
+	} else {
+		s.InstanceID = ""
+	}
 	s.RequestIDs = s.RequestIDs[:0]
 	s.RequestTokens = s.RequestTokens[:0]
 	s.Preempted = s.Preempted[:0]
@@ -346,8 +369,8 @@ func (r *reader) ids(dst []string, n int) []string {
 // Encode writes s in wire format s.Version (zero: Version). The hook is the
 // real encoder; this one serves tests, fuzz seeds and benchmarks in Go.
 // Identity strings longer than 255 bytes, more than 65535 ids, and fields a
-// version lacks (resumed ids and evicted ids before version 2) are not
-// representable.
+// version lacks (resumed ids and evicted ids before version 2, the instance
+// id before version 3) are not representable.
 func Encode(s *Step) []byte {
 	v := s.Version
 	if v == 0 {
@@ -382,7 +405,11 @@ func Encode(s *Step) []byte {
 	if l.resumed {
 		le.PutUint16(b[off+4:], uint16(len(s.Resumed)))
 	}
-	for _, v := range []string{s.ServiceName, s.EngineVersion, s.Host} {
+	ident := []string{s.ServiceName, s.EngineVersion, s.Host}
+	if l.instanceID {
+		ident = append(ident, s.InstanceID)
+	}
+	for _, v := range ident {
 		b = append(b, byte(len(v)))
 		b = append(b, v...)
 	}

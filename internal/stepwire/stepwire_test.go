@@ -41,6 +41,7 @@ type pyStep struct {
 	ServiceName     string   `json:"service_name"`
 	EngineVersion   string   `json:"engine_version"`
 	Host            string   `json:"host"`
+	InstanceID      string   `json:"instance_id"`
 	RequestIDs      []string `json:"request_ids"`
 	RequestTokens   []int64  `json:"request_tokens"`
 	Preempted       []string `json:"preempted"`
@@ -62,7 +63,7 @@ func fixtures(t testing.TB) []string {
 // with what the Python decoder read from the same bytes.
 func TestPythonFixtures(t *testing.T) {
 	files := fixtures(t)
-	require.Len(t, files, 11)
+	require.Len(t, files, 18)
 	versions := map[uint8]int{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -104,12 +105,13 @@ func TestPythonFixtures(t *testing.T) {
 			assert.Equal(t, want.ServiceName, s.ServiceName)
 			assert.Equal(t, want.EngineVersion, s.EngineVersion)
 			assert.Equal(t, want.Host, s.Host)
+			assert.Equal(t, want.InstanceID, s.InstanceID)
 			assert.Equal(t, want.RequestIDs, nilIfEmpty(s.RequestIDs))
 			assert.Equal(t, want.RequestTokens, nilIfEmptyInt(s.RequestTokens))
 			assert.Equal(t, want.Preempted, nilIfEmpty(s.Preempted))
 		})
 	}
-	assert.Equal(t, map[uint8]int{1: 4, 2: 7}, versions, "both wire versions stay readable")
+	assert.Equal(t, map[uint8]int{1: 4, 2: 7, 3: 7}, versions, "every wire version stays readable")
 }
 
 func nilIfEmpty(v []string) []string {
@@ -140,6 +142,10 @@ func TestFixturesCoverTheInterestingCases(t *testing.T) {
 	assert.Contains(t, s.RequestIDs, "chatcmpl-ü")
 	assert.Equal(t, uint8(1), s.Version)
 
+	assert.Equal(t, "5b0e5d2c-3f4a-4c1e-9d7a-2f6b8c1d0e9a", read("vllm_preempt.bin").InstanceID,
+		"the hook reads service.instance.id from OTEL_RESOURCE_ATTRIBUTES")
+	assert.Empty(t, read("v2/vllm_preempt.bin").InstanceID)
+	assert.NotEmpty(t, read("v2/vllm_resumed.bin").Resumed)
 	assert.NotEmpty(t, read("vllm_preempt.bin").Preempted)
 	assert.NotEmpty(t, read("vllm_resumed.bin").Resumed)
 	assert.NotEmpty(t, read("sglang_retract.bin").Preempted)
@@ -156,26 +162,35 @@ func validStep() *Step {
 		Version: Version, Engine: EngineVLLM, Flags: FlagKVUsage | FlagDegraded, PID: 7, Index: 3,
 		StartUnixNs: 1_000, EndUnixNs: 2_000, DecodeRequests: 2, ScheduledTokens: 2,
 		KVUsage: 0.25, HookEvictedIDs: 4, ServiceName: "svc", EngineVersion: "0.11.0", Host: "h",
-		RequestIDs: []string{"a", "b"}, RequestTokens: []int64{1, 2}, Preempted: []string{"c"},
-		Resumed: []string{"d", "e"},
+		InstanceID: "6f1d", RequestIDs: []string{"a", "b"}, RequestTokens: []int64{1, 2},
+		Preempted: []string{"c"}, Resumed: []string{"d", "e"},
 	}
 }
 
-func validStepV1() *Step {
+func validStepV2() *Step {
 	s := validStep()
+	s.Version, s.InstanceID = 2, ""
+	return s
+}
+
+func validStepV1() *Step {
+	s := validStepV2()
 	s.Version, s.Flags, s.HookEvictedIDs, s.Resumed = 1, FlagKVUsage, 0, nil
 	return s
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, want := range []*Step{validStep(), validStepV1()} {
+	for _, want := range []*Step{validStep(), validStepV2(), validStepV1()} {
 		var got Step
 		b := Encode(want)
 		require.NoError(t, Decode(b, &got))
 		assert.Equal(t, *want, got)
 		assert.Equal(t, want.Version, b[4])
 	}
-	assert.Len(t, Encode(validStepV1()), HeaderSizeV1+(1+3)+(1+6)+(1+1)+2*(4+1)+(2+1), "no version 2 fields")
+	ids := 2*(4+1) + (2 + 1)
+	assert.Len(t, Encode(validStepV1()), HeaderSizeV1+(1+3)+(1+6)+(1+1)+ids, "no version 2 fields")
+	assert.Len(t, Encode(validStepV2()), HeaderSizeV2+(1+3)+(1+6)+(1+1)+ids+2*(2+1), "no instance id")
+	assert.Len(t, Encode(validStep()), HeaderSizeV3+(1+3)+(1+6)+(1+1)+(1+4)+ids+2*(2+1))
 }
 
 func TestDecodeErrors(t *testing.T) {
@@ -197,6 +212,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"flags", mutate(func(b []byte) []byte { b[7] = 0x80; return b }), ErrFlags},
 		{"degraded in v1", append(Encode(validStepV1())[:6:6], append([]byte{byte(FlagDegraded), 0}, Encode(validStepV1())[8:]...)...), ErrFlags},
 		{"truncated resumed id", good[:len(good)-2], ErrShort},
+		{"truncated instance id", good[:HeaderSizeV3+(1+3)+(1+6)+(1+1)+3], ErrShort},
+		{"instance id utf8", mutate(func(b []byte) []byte { b[HeaderSizeV3+(1+3)+(1+6)+(1+1)+1] = 0xff; return b }), ErrUTF8},
 		{"zero index", mutate(func(b []byte) []byte { clear(b[16:24]); return b }), ErrZeroIndex},
 		{"times", mutate(func(b []byte) []byte { b[39] = 0x80; return b }), ErrTimes},
 		{"kv usage", mutate(func(b []byte) []byte {
@@ -232,6 +249,7 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Add(Encode(validStep()))
+	f.Add(Encode(validStepV2()))
 	f.Add(Encode(validStepV1()))
 	d := NewDecoder()
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
@@ -52,12 +53,27 @@ type Config struct {
 	// its share of them.
 	GPU GPUConfig `mapstructure:"gpu"`
 
+	// Agents writes agent-run figures (time in model, tools and other,
+	// the engine queue share, turns) on agent-run spans.
+	Agents AgentsConfig `mapstructure:"agents"`
+
+	// Prices are per-model prices per 1M tokens, keyed by model name
+	// (gen_ai.request.model). No default.
+	Prices map[string]PriceConfig `mapstructure:"prices"`
+	// GPUHourPrice prices self-hosted engines by the hour of their GPUs,
+	// keyed by the GPU model name as NVML reports it (hw.name). No default.
+	GPUHourPrice map[string]GPUPriceConfig `mapstructure:"gpu_hour_price"`
+	// Cost says which GPUs serve engines that do not say.
+	Cost CostConfig `mapstructure:"cost"`
+
 	// DeferFigures is for the node agent of a two-tier deployment
 	// (config/agent.yaml): it removes content and adds inter-token latency
 	// from this node's engine steps, and leaves the canonical figures, phase
 	// spans and the SGLang join to the gateway's inference processor, which
 	// sees every span of a trace (a PD-disaggregated request's spans come
-	// from two nodes). sglang_join and phase_spans are then not used.
+	// from two nodes). sglang_join, phase_spans, agents, prices and
+	// gpu_hour_price are then not used: agent runs and cost are the
+	// gateway's too.
 	// Default false.
 	DeferFigures bool `mapstructure:"defer_figures"`
 
@@ -119,7 +135,8 @@ type StepsConfig struct {
 	// window's main memory cost (about 42 bytes each). Default 2000000
 	// (about 85 MB). Must be positive.
 	MaxRecords int `mapstructure:"max_records"`
-	// MaxInstances caps the engine instances (service.name) tracked.
+	// MaxInstances caps the engine instances (service.instance.id, or
+	// service.name without the launcher) tracked.
 	// Default 256. Must be positive.
 	MaxInstances int `mapstructure:"max_instances"`
 	// StallFactor counts an inter-token gap as a stall
@@ -245,10 +262,19 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, errors.New("privacy.events is empty: list the event names to remove, or set privacy.keep_content: true to keep prompts and completions"))
 		}
 	}
+	errs = append(errs, cfg.validateAgents()...)
 	errs = append(errs, validatePatterns("privacy.attributes", cfg.Privacy.Attributes, true)...)
 	errs = append(errs, validatePatterns("privacy.events", cfg.Privacy.Events, false)...)
 	return errors.Join(errs...)
 }
+
+// writtenAttributes are the keys this processor writes: the request
+// span's canonical set, the agent figures and the cost.
+var writtenAttributes = append(append([]string(nil), request.CanonicalAttributes...),
+	names.AttrAgentTimeInModel, names.AttrAgentTimeInTools, names.AttrAgentTimeInOther,
+	names.AttrAgentTimeInQueue, names.AttrAgentModelCalls, names.AttrAgentToolCalls,
+	names.AttrAgentBottleneck, names.AttrAgentTurn, names.AttrAgentSincePrevTurn, names.AttrAgentName,
+	names.AttrRequestCost, names.AttrRequestCostMethod, names.AttrRequestCostCurrency)
 
 // validatePatterns rejects empty patterns, a "*" anywhere but the end, and,
 // for attributes, any pattern that would delete the canonical attributes
@@ -269,7 +295,7 @@ func validatePatterns(key string, patterns []string, attrs bool) []error {
 			continue
 		}
 		m := redact.NewMatcher([]string{p})
-		for _, c := range request.CanonicalAttributes {
+		for _, c := range writtenAttributes {
 			if m.Match(c) {
 				errs = append(errs, fmt.Errorf("%s: pattern %q would delete the canonical attribute %s", key, p, c))
 				break

@@ -61,6 +61,16 @@ func TestUnmarshalConfig(t *testing.T) {
 		},
 		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
 		GPU:         GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
+		Agents: AgentsConfig{
+			Enabled: true, Wait: 8 * time.Second, MaxHold: 2 * time.Minute, EngineWait: 6 * time.Second,
+			MaxSpans: 50000, MaxSpansPerTrace: 2000, MaxConversations: 1000, ConversationIdle: 30 * time.Minute,
+		},
+		Prices: map[string]PriceConfig{
+			"gpt-4.1":         {Input: ptr(2.0), CachedInput: ptr(0.5), Output: ptr(8.0), Currency: "USD"},
+			"claude-sonnet-4": {Input: ptr(3.0), Output: ptr(15.0), Currency: "USD"},
+		},
+		GPUHourPrice: map[string]GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.5), Currency: "USD"}},
+		Cost:         CostConfig{GPU: "NVIDIA H200", GPUCount: 2, ShareWindow: 30 * time.Second, MaxInstances: 64},
 	}, cfg)
 
 	cfg, err = load(t, "keep")
@@ -71,20 +81,27 @@ func TestUnmarshalConfig(t *testing.T) {
 
 func TestInvalidConfig(t *testing.T) {
 	for name, want := range map[string]string{
-		"empty_attributes": "privacy.attributes is empty",
-		"bad_pattern":      `privacy.attributes: pattern "gen_ai.*" would delete the canonical attribute`,
-		"star_middle":      `privacy.events: pattern "gen_ai.*.message" may only end in *`,
-		"match_all":        `privacy.attributes: pattern "*" matches everything`,
-		"negative_wait":    "sglang_join.wait must not be negative",
-		"zero_pending":     "sglang_join.max_pending must be greater than zero",
-		"zero_ttl":         "sglang_join.stage_ttl must be greater than zero",
-		"empty_operation":  "operation_name must not be empty",
-		"empty_key":        "model.resource_attributes must not contain an empty key",
-		"zero_max_age":     "engine_steps.max_age must be positive",
-		"low_stall_factor": "engine_steps.stall_factor must be above 1",
-		"negative_gaps":    "engine_steps.max_itl_gaps must not be negative",
-		"zero_gpu_wait":    "gpu.wait must be positive",
-		"zero_gpu_held":    "gpu.max_held must be positive",
+		"empty_attributes":   "privacy.attributes is empty",
+		"bad_pattern":        `privacy.attributes: pattern "gen_ai.*" would delete the canonical attribute`,
+		"star_middle":        `privacy.events: pattern "gen_ai.*.message" may only end in *`,
+		"match_all":          `privacy.attributes: pattern "*" matches everything`,
+		"negative_wait":      "sglang_join.wait must not be negative",
+		"zero_pending":       "sglang_join.max_pending must be greater than zero",
+		"zero_ttl":           "sglang_join.stage_ttl must be greater than zero",
+		"empty_operation":    "operation_name must not be empty",
+		"empty_key":          "model.resource_attributes must not contain an empty key",
+		"zero_max_age":       "engine_steps.max_age must be positive",
+		"low_stall_factor":   "engine_steps.stall_factor must be above 1",
+		"negative_gaps":      "engine_steps.max_itl_gaps must not be negative",
+		"zero_gpu_wait":      "gpu.wait must be positive",
+		"zero_gpu_held":      "gpu.max_held must be positive",
+		"no_currency":        `prices["gpt-4.1"].currency is required`,
+		"no_input":           `prices["gpt-4.1"].input is required`,
+		"negative_price":     `gpu_hour_price["NVIDIA H200"].price must be a finite number`,
+		"unknown_gpu":        `cost.gpu "NVIDIA H100" has no entry in gpu_hour_price`,
+		"zero_max_hold":      "agents.max_hold must be positive",
+		"per_trace_over_max": "agents.max_spans_per_trace must be positive and at most agents.max_spans",
+		"wait_over_hold":     "agents.wait and agents.engine_wait must be shorter than agents.max_hold",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, name)
@@ -93,3 +110,5 @@ func TestInvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+func ptr(f float64) *float64 { return &f }

@@ -5,7 +5,6 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,6 +17,8 @@ import (
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/stepwindow"
+	"github.com/inferprof/inferprof/internal/stepwire"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // gpuTick is how often held spans are checked: a step whose kernel records
@@ -53,7 +54,20 @@ type heldRequest struct {
 	td           ptrace.Traces
 	instance, id string
 	arrival      time.Time
+	finish       time.Time
 	deadline     time.Time
+	// after is what the span goes through once it has its figures (cost
+	// reads inferprof.gpu.time); nil under defer_figures.
+	after *afterGPU
+}
+
+// afterGPU is what engineSpan needs of a request span held for its GPU
+// figures: its resource, what Normalize found, and whether the agent
+// assembly may hold it in turn (not a span the SGLang join held already).
+type afterGPU struct {
+	ri      resourceInfo
+	r       request.Result
+	canHold bool
 }
 
 func newGPUJoin(cfg GPUConfig) *gpuJoin {
@@ -95,13 +109,13 @@ func engineKey(res pcommon.Resource) gpuwindow.EngineKey {
 		k.Instance = v.Str()
 	}
 	// Without an instance id from the engine's environment the engine_step
-	// receiver names the engine process "host/pid/engine_index"; the CUPTI
-	// library then has none either, and host and pid alone match.
-	idx := int64(0)
+	// receiver names the engine process instead; the CUPTI library then has
+	// none either, and host and pid alone match.
+	idx := uint32(0)
 	if v, ok := a.Get(names.ResourceEngineIndex); ok {
-		idx = v.Int()
+		idx = uint32(v.Int())
 	}
-	if k.Instance == k.Host+"/"+strconv.FormatUint(uint64(k.PID), 10)+"/"+strconv.FormatInt(idx, 10) {
+	if k.Instance == stepwire.FallbackInstanceID(k.Host, k.PID, idx) {
 		k.Instance = ""
 	}
 	return k
@@ -150,7 +164,7 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 		g.mu.Lock()
 		ok, why = g.win.AddStep(info)
 		if ok {
-			hs.td = moveSpan(rs, ss, span)
+			hs.td = takeSpan(rs, ss, span)()
 			g.steps++
 		}
 		g.mu.Unlock()
@@ -169,42 +183,37 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 	return false
 }
 
-// moveSpan moves span out of its batch into a batch of its own, with its
-// resource and scope; the emptied place is removed by the caller.
-func moveSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) ptrace.Traces {
-	one := ptrace.NewTraces()
-	rs2 := one.ResourceSpans().AppendEmpty()
-	rs.Resource().CopyTo(rs2.Resource())
-	rs2.SetSchemaUrl(rs.SchemaUrl())
-	ss2 := rs2.ScopeSpans().AppendEmpty()
-	ss.Scope().CopyTo(ss2.Scope())
-	ss2.SetSchemaUrl(ss.SchemaUrl())
-	span.MoveTo(ss2.Spans().AppendEmpty())
-	return one
-}
-
 func onlySpan(td ptrace.Traces) ptrace.Span {
 	return td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 }
 
 // requestGPU writes a request's GPU figures, or holds the span while some of
 // its steps are still gathering theirs. It returns true when it held it.
-func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, instance, id string) bool {
+// id is the span's request id ("" when it is none); r, what Normalize
+// found (nil under defer_figures), for engineSpan once it is released.
+func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span,
+	ri *resourceInfo, id string, r *request.Result, canHold bool,
+) bool {
 	g := p.gpu
 	if id == "" || p.steps == nil {
 		return false
 	}
-	rg := p.steps.LookupGPU(instance, id, span.StartTimestamp().AsTime())
+	arrival, finish := span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime()
+	rg := p.steps.LookupGPU(ri.instance, id, arrival, finish)
 	if !rg.Known() {
 		return false
 	}
 	if rg.Pending > 0 {
 		g.mu.Lock()
 		if g.steps+len(g.requests) < g.maxHeld {
-			g.requests = append(g.requests, &heldRequest{
-				instance: instance, id: id,
-				arrival: span.StartTimestamp().AsTime(), deadline: p.now().Add(g.wait), td: moveSpan(rs, ss, span),
-			})
+			h := &heldRequest{
+				instance: ri.instance, id: id, arrival: arrival, finish: finish,
+				deadline: p.now().Add(g.wait), td: takeSpan(rs, ss, span)(),
+			}
+			if r != nil {
+				h.after = &afterGPU{ri: *ri, r: *r, canHold: canHold}
+			}
+			g.requests = append(g.requests, h)
 			g.mu.Unlock()
 			return true
 		}
@@ -212,6 +221,15 @@ func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceS
 	}
 	p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
 	return false
+}
+
+// requestID is the id a normalized span's GPU figures are looked up by: ""
+// for spans that are not whole requests or were processed before.
+func requestID(r *request.Result) string {
+	if !r.Request || r.Processed {
+		return ""
+	}
+	return r.RequestID
 }
 
 // tickGPU passes on the step spans whose kernels are in, then the request
@@ -243,22 +261,35 @@ func (p *inferenceProcessor) tickGPU(ctx context.Context, now time.Time) {
 	g.requests = nil
 	g.mu.Unlock()
 	var keep []*heldRequest
+	var b batchState
 	for _, h := range reqs {
-		rg := p.steps.LookupGPU(h.instance, h.id, h.arrival)
+		rg := p.steps.LookupGPU(h.instance, h.id, h.arrival, h.finish)
 		if rg.Pending > 0 && now.Before(h.deadline) {
 			keep = append(keep, h)
 			continue
 		}
-		p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(onlySpan(h.td).Attributes(), &rg))...)
+		span := onlySpan(h.td)
+		p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
+		if a := h.after; a != nil && p.wantsEngineSpan(span, &a.r) {
+			var take func() ptrace.Traces
+			if a.canHold {
+				td := h.td
+				take = func() ptrace.Traces { return td }
+			}
+			if p.engineSpan(&b, span, &a.ri, &a.r, take) {
+				continue // the agent assembly holds it now
+			}
+		}
 		h.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
 	g.mu.Lock()
 	g.requests = append(keep, g.requests...)
 	g.mu.Unlock()
-	if p.join == nil {
-		p.retryRefused(ctx)
+	if p.join == nil && p.agents == nil {
+		p.retryRefused(ctx) // else expire does
 	}
 	p.sendHeld(ctx, out)
+	p.finishBatch(ctx, &b)
 }
 
 // sendHeld passes released spans on in a batch of their own; a refusal is

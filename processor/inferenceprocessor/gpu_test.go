@@ -37,10 +37,13 @@ type gpuHarness struct {
 	gemm uint8
 }
 
-func startGPU(t *testing.T, host string, withSource bool) *gpuHarness {
+func startGPU(t *testing.T, host string, withSource bool, opts ...func(*Config)) *gpuHarness {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.PhaseSpans = false
+	for _, o := range opts {
+		o(cfg)
+	}
 	g := &gpuHarness{harness: newHarness(t, cfg, processortest.NewNopSettings(processortest.NopType)), host: host, pid: 4242}
 	g.now.Store(itlBase.UnixNano())
 	g.p.now = func() time.Time { return time.Unix(0, g.now.Load()) }
@@ -214,4 +217,28 @@ func TestWaitEndsWithWhatArrived(t *testing.T) {
 	out := g.released()
 	assert.Equal(t, "no_kernels", str(t, out["engine.step/1"], names.AttrStepGPUMissing))
 	assert.Equal(t, "no_kernels", str(t, out["llm_request/a"], names.AttrGPUMissing))
+}
+
+// A request held for its steps' GPU figures is priced when it is released,
+// from the GPU time it got then (cost reads inferprof.gpu.time).
+func TestHeldRequestIsPricedByItsGPUTime(t *testing.T) {
+	g := startGPU(t, "gpu-test-cost", true, func(cfg *Config) {
+		cfg.GPUHourPrice = map[string]GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.6), Currency: "USD"}}
+		cfg.Cost.GPU = "NVIDIA H200"
+	})
+	g.consume(t, g.steps(stepSpec{1, 0, 10, map[string]int64{"a": 1, "b": 1}}))
+	g.consume(t, vllmSpan("vllm", "a", 0, 0.011, 1))
+	assert.Zero(t, g.sink.SpanCount(), "the request waits for its step's kernels")
+	g.src.Launches([]cuptiwire.Launch{
+		{Kind: cuptiwire.LaunchKindKernel, Correlation: 1, Time: atMS(1)},
+		{Kind: cuptiwire.LaunchKindMark, Time: atMS(20)},
+	}, g.p.now())
+	g.src.Kernels([]gpuwindow.Kernel{{Correlation: 1, Series: 2, Category: g.gemm, Start: atMS(2), End: atMS(6)}}, g.p.now())
+	g.tick(t, time.Second)
+	require.Equal(t, 2, g.sink.SpanCount())
+	req := g.released()["llm_request/a"]
+	gpuTime := dbl(t, req, names.AttrGPUTime)
+	assert.InDelta(t, 0.002, gpuTime, 1e-12, "half of the step's 4 ms")
+	assert.Equal(t, "gpu_time", str(t, req, names.AttrRequestCostMethod))
+	assert.InDelta(t, gpuTime*3.6/3600, dbl(t, req, names.AttrRequestCost), 1e-15)
 }

@@ -20,6 +20,8 @@ import (
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/stepwindow"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
@@ -42,6 +44,8 @@ type inferenceProcessor struct {
 	steps      *stepwindow.Window // nil when engine_steps is off
 	maxGaps    int                // engine_steps.max_itl_gaps
 	gpu        *gpuJoin           // nil when gpu is off (gpu.go)
+	agents     *agent.Assembler   // nil when agents.enabled is false
+	pricer     *cost.Pricer       // nil when nothing is priced
 	// deferFigures: request spans get privacy and inter-token latency only
 	// (defer_figures; see deferred).
 	deferFigures bool
@@ -57,10 +61,11 @@ type inferenceProcessor struct {
 
 	// Precomputed metric options, so counting allocates nothing.
 	// Slices, passed with ..., so a call does not build the variadic slice.
-	providerOpts map[request.Kind][]metric.AddOption
-	attrOpt      []metric.AddOption
-	eventOpt     []metric.AddOption
-	anomalyOpts  map[string][]metric.AddOption // by reason
+	providerOpts   map[request.Kind][]metric.AddOption
+	attrOpt        []metric.AddOption
+	eventOpt       []metric.AddOption
+	anomalyOpts    map[string][]metric.AddOption // by reason
+	incompleteOpts map[string][]metric.AddOption // by reason
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -83,15 +88,17 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			LoRAAttributes:          cfg.LoRAAttributes,
 			OperationName:           cfg.OperationName,
 			PhaseSpans:              cfg.PhaseSpans,
+			Place:                   cfg.Agents.Enabled,
 		},
-		phaseSpans:   cfg.PhaseSpans,
-		maxGaps:      cfg.EngineSteps.MaxITLGaps,
-		now:          time.Now,
-		warn:         newWarnLimiter(warnEvery),
-		providerOpts: map[request.Kind][]metric.AddOption{},
-		attrOpt:      []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
-		eventOpt:     []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
-		anomalyOpts:  map[string][]metric.AddOption{},
+		phaseSpans:     cfg.PhaseSpans,
+		maxGaps:        cfg.EngineSteps.MaxITLGaps,
+		now:            time.Now,
+		warn:           newWarnLimiter(warnEvery),
+		providerOpts:   map[request.Kind][]metric.AddOption{},
+		attrOpt:        []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
+		eventOpt:       []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
+		anomalyOpts:    map[string][]metric.AddOption{},
+		incompleteOpts: reasonOpts(incompleteReasons),
 	}
 	for _, k := range []request.Kind{request.KindVLLM, request.KindTensorRTLLM, request.KindSGLangRoot, request.KindTGI} {
 		p.providerOpts[k] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", k.Provider())))}
@@ -113,10 +120,13 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.steps = stepwindow.New(stepwindow.Config{
 			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
 		})
+		if err := p.steps.RegisterTelemetry(set.TelemetrySettings); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.GPU.Enabled {
 		p.gpu = newGPUJoin(cfg.GPU)
-		p.retry.maxSpans = cfg.GPU.MaxHeld
+		p.retry.maxSpans = max(p.retry.maxSpans, cfg.GPU.MaxHeld)
 		err = tel.RegisterProcessorInferenceGpuHeldCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(int64(p.gpu.held()))
 			return nil
@@ -125,14 +135,28 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			return nil, err
 		}
 	}
+	// A node agent that defers the figures defers agent runs and cost too:
+	// the gateway sees every span of a trace, and every engine's requests.
+	if !cfg.DeferFigures {
+		p.pricer = newPricer(cfg)
+	}
+	if cfg.Agents.Enabled && !cfg.DeferFigures {
+		p.agents = newAssembler(cfg, p.pricer)
+		p.retry.maxSpans = max(p.retry.maxSpans, cfg.Agents.MaxSpans)
+		err = tel.RegisterProcessorInferenceAgentPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(p.agents.Len()))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	p.tick = tickFor(cfg)
 	if cfg.SGLangJoin.Wait > 0 && !cfg.DeferFigures {
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
 		p.retry.maxSpans = max(p.retry.maxSpans, cfg.SGLangJoin.MaxPending)
-		// Check a few times per wait, so a held span is late by a quarter
-		// of the wait at most.
-		p.tick = min(cfg.SGLangJoin.Wait/4, time.Second)
 		err = tel.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(int64(p.join.Len()))
 			return nil
@@ -144,8 +168,21 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 	return p, nil
 }
 
+// tickFor is how often held spans are checked: a few times per wait, so a
+// held span is late by a quarter of its wait at most, and at least once a
+// second.
+func tickFor(cfg *Config) time.Duration {
+	tick := time.Second
+	for _, w := range []time.Duration{cfg.SGLangJoin.Wait, cfg.Agents.Wait, cfg.Agents.EngineWait} {
+		if w > 0 {
+			tick = min(tick, max(w/4, time.Millisecond))
+		}
+	}
+	return tick
+}
+
 func (p *inferenceProcessor) start(context.Context, component.Host) error {
-	if p.join == nil && p.gpu == nil {
+	if p.join == nil && p.agents == nil && p.gpu == nil {
 		return nil
 	}
 	// Background work gets its own context, not Start's.
@@ -186,13 +223,23 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 			p.cancel()
 		}
 		p.wg.Wait()
+		var pre ptrace.Traces
 		if p.join != nil {
-			err = p.flush(ctx, p.join.Drain())
+			if out := p.join.Drain(); len(out) > 0 {
+				pre = p.finishReleased(ctx, out) // may hold spans for their GPU figures
+			}
 		}
 		if p.gpu != nil && p.gpu.win != nil {
-			p.drainGPU(ctx)
+			p.drainGPU(ctx) // may give spans to the agent assembly
 		}
+		var agentOut []agent.Release
+		if p.agents != nil {
+			agentOut = p.agents.Drain(p.now())
+			p.agentStats(ctx)
+		}
+		err = p.flush(ctx, pre, agentOut)
 		p.tel.Shutdown()
+		p.steps.Close()
 	})
 	return err
 }
@@ -204,6 +251,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	}
 	var released []join.Released
 	var drop []int
+	var b batchState
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -229,6 +277,9 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				}
 				switch kind {
 				case request.KindNone:
+					if p.agents != nil && p.genaiSpan(&b, rs, ss, span) {
+						drop = append(drop, k)
+					}
 					continue
 				case request.KindSGLangStage:
 					released = append(released, p.stage(ctx, span)...)
@@ -238,7 +289,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					if !read {
 						ri, read = p.readResource(rs.Resource()), true
 					}
-					if id := p.deferred(span, kind, &ri); p.gpu != nil && p.requestGPU(ctx, rs, ss, span, ri.instance, id) {
+					if id := p.deferred(span, kind, &ri); p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, id, nil, false) {
 						drop = append(drop, k)
 					}
 					continue
@@ -261,9 +312,15 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				if !read {
 					ri, read = p.readResource(rs.Resource()), true
 				}
-				id := p.normalize(ctx, kind, spans, k, &ri, q)
-				if p.gpu != nil && p.requestGPU(ctx, rs, ss, spans.At(k), ri.instance, id) {
-					drop = append(drop, k)
+				r := p.normalize(ctx, kind, spans, k, &ri, q)
+				span = spans.At(k) // phase spans may have moved it
+				switch {
+				case p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, true):
+					drop = append(drop, k) // held for its steps' GPU figures; released by tickGPU
+				case p.wantsEngineSpan(span, &r):
+					if p.engineSpan(&b, span, &ri, &r, takeSpan(rs, ss, span)) {
+						drop = append(drop, k)
+					}
 				}
 			}
 			if len(drop) > 0 {
@@ -275,6 +332,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	if held {
 		removeEmpty(td)
 	}
+	p.finishBatch(ctx, &b)
 	if len(released) > 0 {
 		// Released spans belong to earlier batches: they go on in a batch of
 		// their own, so a refusal is retried here rather than returned to a
@@ -335,6 +393,10 @@ func (p *inferenceProcessor) countRemoved(ctx context.Context, attrs, events int
 type resourceInfo struct {
 	facts    request.Resource
 	instance string // the engine instance's key in the step window; "" when engine_steps is off
+	// For cost: the engine instance, and its GPUs when the resource says.
+	costInstance string
+	gpu          string
+	gpuCount     int
 }
 
 func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
@@ -342,18 +404,20 @@ func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
 	if p.steps != nil {
 		ri.instance = stepwindow.InstanceKey(res)
 	}
+	if p.pricer != nil {
+		ri.readCostResource(res)
+	}
 	return ri
 }
 
 // normalize writes the canonical attributes on spans.At(k) and appends its
-// phase spans to spans. It returns the request id of a request span the
-// step window knows of, for its GPU figures; else "".
-func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) string {
+// phase spans to spans.
+func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) request.Result {
 	span := spans.At(k)
 	r := request.Normalize(kind, span, &ri.facts, &p.settings, q)
 	p.countRemoved(ctx, r.ContentRemoved, 0)
 	if r.Processed {
-		return ""
+		return r
 	}
 	if p.steps != nil && r.Request {
 		p.interTokenLatency(span, ri.instance, r.RequestID)
@@ -369,10 +433,7 @@ func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, s
 			p.tel.ProcessorInferencePhaseSpans.Add(ctx, int64(added))
 		}
 	}
-	if !r.Request || p.steps == nil {
-		return ""
-	}
-	return r.RequestID
+	return r
 }
 
 // removeIndexes removes the spans at the given ascending indexes (the

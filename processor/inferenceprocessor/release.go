@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
@@ -59,9 +60,7 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 	if role == request.RoleDecode {
 		needs = join.DecodeWaiting
 	}
-	// The batch to hold is built only when the table holds the span, and
-	// under its lock, so a concurrent expire never reads it half made.
-	take := func() ptrace.Traces { return moveSpan(rs, ss, span) }
+	take := takeSpan(rs, ss, span)
 	q, wait, evictedOut, evicted := p.join.AddRequest(span.TraceID(), needs, role == request.RoleUnified, take, p.now())
 	if evicted > 0 {
 		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
@@ -72,30 +71,61 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 	return request.Queue{}, true, evictedOut
 }
 
+// takeSpan returns the function that moves span out of the batch into one
+// of its own, with its resource and scope. A table holding the span calls it
+// only when it holds it, and under its lock, so a concurrent expire never
+// reads a batch half made. The emptied place is removed from the batch by
+// removeIndexes.
+func takeSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) func() ptrace.Traces {
+	return func() ptrace.Traces {
+		one := ptrace.NewTraces()
+		rs2 := one.ResourceSpans().AppendEmpty()
+		rs.Resource().CopyTo(rs2.Resource())
+		rs2.SetSchemaUrl(rs.SchemaUrl())
+		ss2 := rs2.ScopeSpans().AppendEmpty()
+		ss.Scope().CopyTo(ss2.Scope())
+		ss2.SetSchemaUrl(ss.SchemaUrl())
+		span.MoveTo(ss2.Spans().AppendEmpty())
+		return one
+	}
+}
+
 // expire releases held SGLang request spans whose wait is over, and
 // retries released spans the next consumer refused before.
 func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
 	p.retryRefused(ctx)
-	out, timedOut := p.join.Expire(now)
-	if timedOut > 0 {
-		p.tel.ProcessorInferenceJoinTimeouts.Add(ctx, int64(timedOut))
+	if p.join != nil {
+		out, timedOut := p.join.Expire(now)
+		if timedOut > 0 {
+			p.tel.ProcessorInferenceJoinTimeouts.Add(ctx, int64(timedOut))
+		}
+		p.sendReleased(ctx, out)
 	}
-	p.sendReleased(ctx, out)
+	p.expireAgents(ctx, now)
 }
 
-// finishReleased normalises released root spans into one batch.
+// finishReleased normalises released root spans into one batch. They are
+// priced and given to the agent assembly, but not held again.
 func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Released) ptrace.Traces {
 	td := ptrace.NewTraces()
-	for _, r := range out {
-		rs := r.Traces.ResourceSpans().At(0)
+	var b batchState
+	for _, rel := range out {
+		rs := rel.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
 		ri := p.readResource(rs.Resource())
-		id := p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
-			request.Queue{Seconds: r.Queue, Known: r.QueueKnown, Start: r.QueueStart})
-		if p.gpu != nil && p.requestGPU(ctx, rs, ss, ss.Spans().At(0), ri.instance, id) {
+		r := p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
+			request.Queue{Seconds: rel.Queue, Known: rel.QueueKnown, Start: rel.QueueStart})
+		span := ss.Spans().At(0)
+		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, false) {
 			continue // held for its steps' GPU figures; released by tickGPU
 		}
-		r.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+		if p.wantsEngineSpan(span, &r) {
+			p.engineSpan(&b, span, &ri, &r, nil)
+		}
+		rel.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	if p.agents != nil {
+		p.sendAgentReleases(ctx, b.out)
 	}
 	return td
 }
@@ -115,11 +145,14 @@ func (p *inferenceProcessor) sendReleased(ctx context.Context, out []join.Releas
 
 // flush sends what shutdown releases, and the spans still waiting for a
 // retry, once each; what is refused now is counted and reported.
-func (p *inferenceProcessor) flush(ctx context.Context, out []join.Released) error {
+func (p *inferenceProcessor) flush(ctx context.Context, released ptrace.Traces, agentOut []agent.Release) error {
 	var errs []error
 	batches := p.retry.takeAll()
-	if len(out) > 0 {
-		batches = append(batches, pending{td: p.finishReleased(ctx, out)})
+	if released != (ptrace.Traces{}) && released.ResourceSpans().Len() > 0 {
+		batches = append(batches, pending{td: released})
+	}
+	if td := mergeReleases(agentOut); td.ResourceSpans().Len() > 0 {
+		batches = append(batches, pending{td: td})
 	}
 	for _, b := range batches {
 		if err := p.next.ConsumeTraces(ctx, b.td); err != nil {
@@ -145,7 +178,7 @@ func (p *inferenceProcessor) refused(ctx context.Context, td ptrace.Traces, atte
 		p.retry.add(pending{td: td, attempts: attempts}) {
 		p.tel.ProcessorInferenceReleaseRetries.Add(ctx, int64(td.SpanCount()))
 		if ok, suppressed := p.warn.allow("release_retry", p.now()); ok {
-			p.logger.Warn("Next consumer refused SGLang request spans released by the join; retrying on the next tick",
+			p.logger.Warn("Next consumer refused spans the processor had held back (SGLang join or agent assembly); retrying on the next tick",
 				zap.Int("spans", td.SpanCount()), zap.Int("attempt", attempts), zap.Int("similar_suppressed", suppressed), zap.Error(err))
 		}
 		return
@@ -157,7 +190,7 @@ func (p *inferenceProcessor) refused(ctx context.Context, td ptrace.Traces, atte
 func (p *inferenceProcessor) giveUp(ctx context.Context, td ptrace.Traces, err error) {
 	p.tel.ProcessorInferenceReleaseFailures.Add(ctx, int64(td.SpanCount()))
 	if ok, suppressed := p.warn.allow("release_refused", p.now()); ok {
-		p.logger.Warn("Next consumer refused SGLang request spans released by the join; they are lost (otelcol_processor_inference_release_failures)",
+		p.logger.Warn("Next consumer refused spans the processor had held back (SGLang join or agent assembly); they are lost (otelcol_processor_inference_release_failures)",
 			zap.Int("spans", td.SpanCount()), zap.Int("similar_suppressed", suppressed), zap.Error(err))
 	}
 }

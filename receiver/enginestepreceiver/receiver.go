@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
@@ -33,10 +34,20 @@ const (
 	// running counts into deltas; past it the least recently heard process
 	// is forgotten (and counted).
 	maxSources = 4096
-	// waitAfterIdle is how long the socket stays quiet before the read loop
-	// stops polling and waits on it. An engine under load steps far more
-	// often, so it never pays for a wake-up.
+	// waitAfterIdle is how long the socket and the rings stay quiet before
+	// the read loop stops polling and waits on the socket. An engine under
+	// load steps far more often, so it never pays for a wake-up.
 	waitAfterIdle = 100 * time.Millisecond
+	// ringSleep bounds a wait while rings are attached: a hook that read
+	// the ring's sleep mark a moment before it was stored sends no wake,
+	// and its record is read at the latest this much later.
+	ringSleep = time.Second
+	// reapInterval is how often the read loop checks whether the hooks
+	// behind its rings are still running.
+	reapInterval = time.Second
+	// maxFDs is how many descriptors one datagram may bring (an
+	// announcement brings two); more are closed by the kernel.
+	maxFDs = 4
 )
 
 type engineStepReceiver struct {
@@ -55,6 +66,7 @@ type engineStepReceiver struct {
 	once    sync.Once
 
 	// Owned by the read loop.
+	rings   *rings
 	dec     *stepwire.Decoder
 	resets  uint64 // dec.Resets() already counted
 	step    stepwire.Step
@@ -62,6 +74,7 @@ type engineStepReceiver struct {
 	sources map[sourceKey]*source
 	tick    uint64 // orders sources by when they were last heard
 	badLog  rateLimiter
+	ringLog rateLimiter
 	now     func() time.Time
 }
 
@@ -93,6 +106,7 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*eng
 	}
 	return &engineStepReceiver{
 		set: set, cfg: cfg, next: next, obs: obs, tb: tb,
+		rings:   newRings(),
 		dec:     stepwire.NewDecoder(),
 		conv:    newConverter(set.BuildInfo.Version),
 		sources: map[sourceKey]*source{},
@@ -123,7 +137,12 @@ func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Go(func() {
-		defer func() { _ = unix.Close(fd); _ = unix.Close(pipe[0]) }()
+		defer func() {
+			_ = unix.Close(fd)
+			_ = unix.Close(pipe[0])
+			r.tb.ReceiverEngineStepRings.Add(context.Background(), -int64(len(r.rings.byID)))
+			r.rings.closeAll()
+		}()
 		r.readLoop(ctx, fd, pipe[0])
 	})
 	r.set.Logger.Info("engine_step receiver started", zap.String("endpoint", r.cfg.Endpoint),
@@ -182,24 +201,46 @@ func listen(path string) (int, error) {
 	return fd, nil
 }
 
-// readLoop reads the socket until ctx is done, in two modes. While steps
-// flow it empties the socket every poll interval and nothing waits on the
-// socket, so a send never has to wake the collector. After waitAfterIdle
-// without a datagram it waits on the socket with poll(2), so an idle
-// collector costs nothing; the first datagram of the next burst wakes it.
+// readLoop reads the socket and the rings until ctx is done, in two modes.
+// While steps flow it empties the socket and the rings every poll interval
+// and nothing waits on the socket, so a hook never has to wake the
+// collector. After waitAfterIdle without a step it marks the rings
+// sleeping and waits on the socket with poll(2), so an idle collector costs
+// nothing; the first datagram, or a ring's wake datagram, of the next burst
+// wakes it, and so does a hook that exits.
 func (r *engineStepReceiver) readLoop(ctx context.Context, fd, stop int) {
 	// One byte over the limit tells an oversized datagram from a full one.
 	buf := make([]byte, stepwire.MaxDatagram+1)
+	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
+	record := func(b []byte) {
+		r.tb.ReceiverEngineStepRingRecords.Add(ctx, 1)
+		r.handle(ctx, b)
+	}
+	fault := func(err error) { r.ringFault(ctx, err) }
 	timer := time.NewTimer(r.cfg.PollInterval)
 	defer timer.Stop()
 	idleSince := time.Now()
+	nextReap := idleSince.Add(reapInterval)
 	for ctx.Err() == nil {
-		if r.drain(ctx, fd, buf) {
-			idleSince = time.Now()
-		} else if time.Since(idleSince) >= waitAfterIdle {
-			r.waiting.Store(true)
-			r.wait(fd, stop)
-			r.waiting.Store(false)
+		got := r.drain(ctx, fd, buf, oob)
+		if r.rings.drain(buf, record, fault) {
+			got = true
+		}
+		now := time.Now()
+		if !now.Before(nextReap) {
+			r.reap(ctx, buf, record, fault)
+			nextReap = now.Add(reapInterval)
+		}
+		if got {
+			idleSince = now
+		} else if now.Sub(idleSince) >= waitAfterIdle {
+			if r.rings.goToSleep() {
+				r.waiting.Store(true)
+				r.wait(fd, stop)
+				r.waiting.Store(false)
+				r.rings.wake()
+				r.reap(ctx, buf, record, fault)
+			}
 			idleSince = time.Now()
 			continue
 		}
@@ -212,11 +253,16 @@ func (r *engineStepReceiver) readLoop(ctx context.Context, fd, stop int) {
 	}
 }
 
-// wait blocks until the socket or the stop pipe is readable.
+// wait blocks until the socket or the stop pipe is readable, a hook behind
+// a ring exits, or (with rings) ringSleep passes.
 func (r *engineStepReceiver) wait(fd, stop int) {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
+	fds := r.rings.pollFDs([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}})
+	timeout := -1
+	if len(fds) > 2 {
+		timeout = int(ringSleep / time.Millisecond)
+	}
 	for {
-		_, err := unix.Poll(fds, -1)
+		_, err := unix.Poll(fds, timeout)
 		if !errors.Is(err, unix.EINTR) {
 			if err != nil {
 				componentstatus.ReportStatus(r.host, componentstatus.NewRecoverableErrorEvent(fmt.Errorf("wait for step datagrams: %w", err)))
@@ -228,13 +274,22 @@ func (r *engineStepReceiver) wait(fd, stop int) {
 
 // drain handles every datagram queued on the socket; it reports whether
 // there was any.
-func (r *engineStepReceiver) drain(ctx context.Context, fd int, buf []byte) bool {
+func (r *engineStepReceiver) drain(ctx context.Context, fd int, buf, oob []byte) bool {
 	got := false
 	for ctx.Err() == nil {
-		n, err := unix.Read(fd, buf)
+		n, oobn, err := recvmsg(fd, buf, oob)
 		switch {
 		case err == nil:
 			got = true
+			var fds []int
+			if oobn > 0 {
+				fds = rights(oob[:oobn])
+			}
+			if c, ok := parseControl(buf[:n]); ok {
+				r.control(ctx, c, fds)
+				continue
+			}
+			closeFDs(fds) // a step datagram brings none
 			r.handle(ctx, buf[:n])
 		case errors.Is(err, unix.EAGAIN):
 			return got
@@ -245,6 +300,85 @@ func (r *engineStepReceiver) drain(ctx context.Context, fd int, buf []byte) bool
 		}
 	}
 	return got
+}
+
+// control handles a ring's control datagram: an announcement attaches the
+// ring; a wake needs nothing more (it woke the read loop).
+func (r *engineStepReceiver) control(ctx context.Context, c control, fds []int) {
+	if c.kind != stepwire.ControlAnnounce {
+		closeFDs(fds)
+		if c.kind != stepwire.ControlWake {
+			r.tb.ReceiverEngineStepBadDatagrams.Add(ctx, 1)
+		}
+		return
+	}
+	added, err := r.rings.attach(c.id, fds)
+	switch {
+	case err != nil:
+		r.tb.ReceiverEngineStepRingsRefused.Add(ctx, 1)
+		if n, ok := r.ringLog.allow(r.now(), badLogInterval); ok {
+			r.set.Logger.Warn("refused an engine step ring; that hook sends datagrams instead",
+				zap.Error(err), zap.Int("suppressed_since_last", n))
+		}
+	case added:
+		r.tb.ReceiverEngineStepRings.Add(ctx, 1)
+		g := r.rings.byID[c.id]
+		r.set.Logger.Debug("engine step ring attached", zap.Uint32("pid", g.r.Header.PID),
+			zap.Uint32("capacity", g.r.Header.Capacity), zap.Uint64("unread_bytes", g.r.Unread()))
+	}
+}
+
+// reap lets the rings of exited hooks go, after reading what they left.
+func (r *engineStepReceiver) reap(ctx context.Context, buf []byte, record func([]byte), fault func(error)) {
+	if n := r.rings.reap(buf, record, fault); n > 0 {
+		r.tb.ReceiverEngineStepRings.Add(ctx, -int64(n))
+	}
+}
+
+// ringFault counts a ring whose index or record frame was impossible; the
+// reader skipped to the writer's position.
+func (r *engineStepReceiver) ringFault(ctx context.Context, err error) {
+	r.tb.ReceiverEngineStepRingFaults.Add(ctx, 1)
+	if n, ok := r.ringLog.allow(r.now(), badLogInterval); ok {
+		r.set.Logger.Warn("skipped part of an engine step ring", zap.Error(err), zap.Int("suppressed_since_last", n))
+	}
+}
+
+// recvmsg reads one datagram into buf and the descriptors sent with it
+// into oob, without allocating (unix.Recvmsg allocates the sender's
+// address). Received descriptors are close-on-exec.
+func recvmsg(fd int, buf, oob []byte) (n, oobn int, err error) {
+	iov := unix.Iovec{Base: &buf[0]}
+	iov.SetLen(len(buf))
+	msg := unix.Msghdr{Iov: &iov, Control: &oob[0]}
+	msg.SetIovlen(1)
+	msg.SetControllen(len(oob))
+	got, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_CMSG_CLOEXEC)
+	if e != 0 {
+		return 0, 0, e
+	}
+	return int(got), int(msg.Controllen), nil
+}
+
+// rights returns the descriptors in control messages b.
+func rights(b []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(b)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
 }
 
 // handle decodes one datagram and passes its span on. A bad datagram is

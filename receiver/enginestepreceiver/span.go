@@ -6,7 +6,6 @@ package enginestepreceiver // import "github.com/inferprof/inferprof/receiver/en
 import (
 	"encoding/binary"
 	"hash/fnv"
-	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -49,7 +48,13 @@ func (c converter) traces(s *stepwire.Step) ptrace.Traces {
 		res.PutStr(names.ResourceHostName, s.Host)
 	}
 	res.PutInt(names.ResourceEngineIndex, int64(s.EngineIndex))
-	res.PutStr(names.ResourceServiceInstance, s.Host+"/"+strconv.FormatUint(uint64(s.PID), 10)+"/"+strconv.FormatUint(uint64(s.EngineIndex), 10))
+	// The engine's own service.instance.id (inferprof-run sets it) is what
+	// its request spans carry too; without one, the engine process.
+	instance := s.InstanceID
+	if instance == "" {
+		instance = stepwire.FallbackInstanceID(s.Host, s.PID, s.EngineIndex)
+	}
+	res.PutStr(names.ResourceServiceInstance, instance)
 
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(scopeName)

@@ -1,19 +1,21 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""inferprof engine step hook: one datagram per vLLM or SGLang scheduler step.
+"""inferprof engine step hook: one record per vLLM or SGLang scheduler step.
 
 Enable it with `import inferprof_hook; inferprof_hook.install()`, or let
 `inferprof-run` put the bundled sitecustomize on PYTHONPATH. It patches the
 engine where a batch meets its output (vllm.py, sglang.py) when the engine
-module is imported (or at once, if it already is), sends each step to the
-collector's engine_step receiver over a Unix datagram socket, and never
-raises into the engine.
+module is imported (or at once, if it already is), writes each step to a
+shared-memory ring that the collector's engine_step receiver drains (or, as
+the fallback, sends it as a Unix datagram), and never raises into the engine.
 
 Environment:
-  INFERPROF_STEP_ENDPOINT  socket path (default /tmp/inferprof/engine-step.sock)
-  INFERPROF_HOOK_DISABLED  1/true/yes/on turns the hook off
-  OTEL_SERVICE_NAME        service.name of the step spans (default: engine name)
+  INFERPROF_STEP_ENDPOINT    socket path (default /tmp/inferprof/engine-step.sock)
+  INFERPROF_STEP_RING_BYTES  ring size (default 4 MiB); 0 sends datagrams only
+  INFERPROF_HOOK_DISABLED    1/true/yes/on turns the hook off
+  OTEL_SERVICE_NAME          service.name of the step spans (default: engine name)
+  OTEL_RESOURCE_ATTRIBUTES   its service.instance.id names the engine instance
 """
 
 import importlib.abc
@@ -119,11 +121,10 @@ def install():
 
 
 def stats():
-    """Datagrams sent and dropped by this process so far."""
-    s = _state._sender
-    if s is None:
-        return {"sent": 0, "dropped": 0}
-    return {"sent": s.sent, "dropped": s.dropped}
+    """Steps sent (to a ring or as datagrams) and dropped by this process so
+    far, and the rings it set up."""
+    sent, dropped = _state.counts()
+    return {"sent": sent, "dropped": dropped, "rings": _state.rings_opened}
 
 
 def patched():

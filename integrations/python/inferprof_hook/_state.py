@@ -5,6 +5,8 @@
 
 import logging
 import os
+import weakref
+from urllib.parse import unquote
 
 from .sender import Sender
 
@@ -12,10 +14,16 @@ logger = logging.getLogger("inferprof_hook")
 
 ENV_ENDPOINT = "INFERPROF_STEP_ENDPOINT"
 ENV_DISABLED = "INFERPROF_HOOK_DISABLED"
+ENV_RESOURCE = "OTEL_RESOURCE_ATTRIBUTES"
 DEFAULT_ENDPOINT = "/tmp/inferprof/engine-step.sock"
 
 _warned = set()
 _sender = None
+# Live emitters, and the counts of those gone, for stats().
+_emitters = weakref.WeakSet()
+_retired = [0, 0]
+# Rings set up by this process.
+rings_opened = 0
 
 
 def disabled():
@@ -24,6 +32,42 @@ def disabled():
 
 def endpoint():
     return os.environ.get(ENV_ENDPOINT) or DEFAULT_ENDPOINT
+
+
+def instance_id():
+    """service.instance.id from OTEL_RESOURCE_ATTRIBUTES, read the way the
+    OpenTelemetry Python SDK reads it (OTELResourceDetector in
+    opentelemetry-sdk resources/__init__.py @00c616e9: split on ",", then on
+    the first "=", strip, percent-decode the value; the last one wins), so
+    the hook names the instance exactly as the engine's request spans do.
+    inferprof-run sets it; "" when absent."""
+    found = ""
+    for item in os.environ.get(ENV_RESOURCE, "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip() == "service.instance.id":
+            found = unquote(value.strip())
+    return found
+
+
+def track(emitter):
+    _emitters.add(emitter)
+
+
+def retire(emitter):
+    try:
+        _retired[0] += emitter.sent
+        _retired[1] += emitter.dropped
+    except Exception:
+        pass
+
+
+def counts():
+    """Steps sent (ring or datagram) and dropped by this process's emitters."""
+    sent, dropped = _retired
+    for em in list(_emitters):
+        sent += em.sent
+        dropped += em.dropped
+    return sent, dropped
 
 
 def sender():
@@ -41,11 +85,17 @@ def reset():
         _sender.close()
     _sender = None
     _warned.clear()
+    global rings_opened
+    _emitters.clear()
+    _retired[:] = [0, 0]
+    rings_opened = 0
 
 
 def _after_fork():
     if _sender is not None:
         _sender.reset_after_fork()
+    for em in list(_emitters):
+        em.forked()
 
 
 if hasattr(os, "register_at_fork"):

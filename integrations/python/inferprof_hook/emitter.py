@@ -1,12 +1,15 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""Per-engine-instance step emitter: numbers one step after another and sends it."""
+"""Per-engine-instance step emitter: numbers one step after another and writes
+it to the engine's shared-memory ring, or sends it as a datagram when there
+is no ring (see ring.py)."""
 
 import os
 import socket as _socket
 
-from . import wire
+from . import _state, ring as _ring, wire
+from .ring import HEADER_BYTES, W_SLEEP, W_WRITE
 
 # Bound on the request id table (engine id -> encoded wire entry). Ids leave
 # it when the engine says the request finished; past the bound the oldest go
@@ -16,37 +19,68 @@ from . import wire
 # mapping, visibly.
 MAX_CACHED_IDS = 65536
 
+# How often to try to set up a ring while steps go out as datagrams, and how
+# long to wait after the collector left a ring unread.
+RING_RETRY_NS = 1_000_000_000
+RING_GIVE_UP_NS = 60_000_000_000
+
 
 def service_name(default):
     return os.environ.get("OTEL_SERVICE_NAME") or default
 
 
 class Emitter:
-    """Holds one engine instance's identity, step counter and id table.
+    """Holds one engine instance's identity, step counter, id table and ring.
 
     ids maps an engine request id to its encoded one-token entry under the
     id the request spans carry, so the common decode case costs one dict
-    lookup and one append per request.
+    lookup per request.
     """
 
     __slots__ = ("engine", "engine_index", "sender", "ident", "step", "ids", "pid", "prefix",
-                 "pack", "room", "evicted", "degraded")
+                 "pack_into", "scratch", "room", "evicted", "degraded", "head", "sent", "dropped", "ring",
+                 "ring_at", "capacity", "__weakref__")
 
     def __init__(self, engine, engine_name, engine_version, engine_index, sender):
         self.engine = engine
         self.engine_index = engine_index or 0
         self.sender = sender
-        self.ident = wire.identity(service_name(engine_name), engine_version,
-                                   _socket.gethostname())
+        iid = _state.instance_id()
+        if len(iid.encode("utf-8", "replace")) > wire.MAX_SHORT:
+            _state.warn_once("instance-id", "inferprof: service.instance.id in OTEL_RESOURCE_ATTRIBUTES "
+                             "is longer than %d bytes; steps are matched to requests by service.name "
+                             "and host instead", wire.MAX_SHORT)
+        self.set_identity(wire.identity(service_name(engine_name), engine_version,
+                                        _socket.gethostname(), iid))
         self.step = 0
         self.ids = {}
         self.evicted = 0
         self.degraded = False
         self.pid = os.getpid()
         self.prefix = wire.prefix(engine)
-        self.pack = wire.head_struct(self.ident).pack
-        # Bytes left for token entries and preempted/resumed ids in one datagram.
-        self.room = wire.MAX_DATAGRAM - wire.HEADER_SIZE - len(self.ident)
+        self.sent = self.dropped = 0
+        self.ring = None
+        self.ring_at = 0
+        # Rings need a real socket to announce them on (not a test capture).
+        self.capacity = _ring.capacity_from_env() if (
+            _ring.supported() and hasattr(sender, "send_fds")) else 0
+        _state.track(self)
+
+    def __del__(self):
+        _state.retire(self)
+
+    def set_identity(self, ident):
+        """Sets the identity block and what is precomputed from it."""
+        self.ident = ident
+        head = wire.head_struct(ident)
+        self.pack_into = head.pack_into
+        # The frame, header and identity of a record that does not go
+        # straight into the ring.
+        self.scratch = bytearray(head.size)
+        # A record is the frame, the header, the identity, then the body.
+        self.head = wire.HEADER_SIZE + len(ident)
+        # Bytes left for token entries and preempted/resumed ids in one record.
+        self.room = wire.MAX_DATAGRAM - self.head
 
     def _put(self, rid, e):
         ids = self.ids
@@ -82,20 +116,22 @@ class Emitter:
 
     def emit(self, start_ns, end_ns, prefill, decode, scheduled, running, waiting,
              kv_usage, entries, preempted=(), resumed=()):
-        """Encodes one step and sends it.
+        """Encodes one step and writes it to the ring, or sends it.
 
-        This is wire.encode specialised for the hot path: the header and
-        identity are packed in one call, and out-of-range counts are not
-        masked (struct.error then reaches the hook, which logs it once and
-        loses only this step).
+        This is wire.encode specialised for the hot path: the frame, header
+        and identity are packed in one call straight into the ring (or, for
+        a datagram or a record that wraps, into a scratch buffer), and
+        out-of-range counts are not masked (struct.error then reaches the
+        hook, which logs it once and loses only this step). See
+        ring.Ring.write for the protocol.
         """
         self.step += 1
         flags = wire.FLAG_DEGRADED if self.degraded else 0
-        if kv_usage is None or kv_usage != kv_usage:  # unknown, or NaN
-            kv = 0.0
-        elif 0.0 <= kv_usage <= 1.0:
+        if kv_usage is not None and 0.0 <= kv_usage <= 1.0:
             flags |= wire.FLAG_KV_USAGE
             kv = kv_usage
+        elif kv_usage is None or kv_usage != kv_usage:  # unknown, or NaN
+            kv = 0.0
         else:
             # The decoder rejects values outside 0..1; engines' own ratios
             # can stray a little past the ends.
@@ -104,16 +140,104 @@ class Emitter:
         if end_ns < start_ns:
             end_ns = start_ns  # the wall clock stepped back
         n = len(entries)
-        m = len(preempted)
-        k = len(resumed)
         body = b"".join(entries)
-        if m or k:
+        if preempted or resumed:
+            m = len(preempted)
+            k = len(resumed)
             body += b"".join(preempted) + b"".join(resumed)
-        if len(body) > self.room or n > 0xFFFF or m > 0xFFFF or k > 0xFFFF:
+            over = m > 0xFFFF or k > 0xFFFF
+        else:
+            m = k = 0
+            over = False
+        # Entries take at least 4 bytes each, so within room n < 65536.
+        if over or len(body) > self.room:
             body, n, m, k = wire.truncate(self.room, entries, preempted, resumed)
             flags |= wire.FLAG_IDS_TRUNCATED
-        sender = self.sender
-        return sender.send(self.pack(
-            self.prefix, flags, self.pid, self.engine_index, self.step, start_ns, end_ns,
-            prefill, decode, scheduled, running, waiting, kv, sender.dropped, self.evicted,
-            n, m, k, self.ident) + body)
+        size = self.head + len(body)  # the record without its frame
+        total = size + 4
+        r = self.ring
+        if r is not None:
+            w = r.w
+            if w + total - r.r > r.cap and not r.room(total):
+                self.dropped += 1
+                if end_ns >= r.check_at and not r.check(end_ns):
+                    self._close_ring(end_ns + RING_GIVE_UP_NS)
+                return False
+            pos = w & r.mask
+            if pos + total <= r.cap:
+                buf = r.mm
+                at = HEADER_BYTES + pos
+            else:
+                buf, at = self.scratch, 0
+        else:
+            buf, at = self.scratch, 0
+        self.pack_into(
+            buf, at, size, self.prefix, flags, self.pid, self.engine_index, self.step, start_ns,
+            end_ns, prefill, decode, scheduled, running, waiting, kv, self.dropped, self.evicted,
+            n, m, k, self.ident)
+        if r is None:
+            if self.capacity and end_ns >= self.ring_at and self._open_ring(end_ns):
+                return self._ring_write(bytes(buf) + body)
+            if self.sender.send(buf[4:] + body):
+                self.sent += 1
+                return True
+            self.dropped += 1
+            return False
+        if buf is r.mm:
+            if body:
+                at += self.head + 4
+                buf[at:at + len(body)] = body
+        else:
+            r.put(bytes(buf) + body)
+        r.w = w = w + total
+        r.records += 1
+        q = r.q
+        q[W_WRITE] = w  # publishes the record: stored after its bytes
+        self.sent += 1
+        sleep = q[W_SLEEP]
+        if sleep & 1:
+            r.wake(sleep)
+        if end_ns >= r.check_at and not r.check(end_ns):
+            self._close_ring(end_ns + RING_GIVE_UP_NS)
+        return True
+
+    def _ring_write(self, rec):
+        """The first record of a new ring, through the plain write."""
+        if self.ring.write(rec):
+            self.sent += 1
+            return True
+        self.dropped += 1
+        return False
+
+    def _open_ring(self, now_ns):
+        """Sets up a ring and announces it; False (datagrams) when the
+        collector is not there or the system cannot make one."""
+        self.ring_at = now_ns + RING_RETRY_NS
+        try:
+            r = _ring.Ring(self.sender, self.capacity)
+        except Exception:
+            self.capacity = 0
+            _state.fail_once("step ring setup")
+            return False
+        if not r.announce():
+            r.close()
+            return False
+        r.check_at = now_ns + _ring.CHECK_NS
+        self.ring = r
+        _state.rings_opened += 1
+        return True
+
+    def _close_ring(self, retry_at):
+        """Gives the ring up: the collector never read it. What it held
+        counts as dropped."""
+        r, self.ring = self.ring, None
+        self.ring_at = retry_at
+        self.dropped += r.unread_records()
+        r.close()
+        _state.warn_once("ring-unread", "inferprof: the collector did not read the engine step "
+                         "ring; sending steps as datagrams (is it an older inferprof?)")
+
+    def forked(self):
+        """In a forked child: the parent's ring is not ours."""
+        self.ring = None
+        self.ring_at = 0

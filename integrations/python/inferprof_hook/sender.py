@@ -3,6 +3,7 @@
 
 """Non-blocking Unix datagram sender: drops and counts, never raises, never waits."""
 
+import array
 import socket
 import time
 
@@ -50,6 +51,43 @@ class Sender:
             return False
         self.sent += 1
         return True
+
+    def send_fds(self, data, fds):
+        """Sends a control datagram with file descriptors attached (a ring's
+        announcement); True when it went out. Not counted as a step.
+
+        A socket whose collector went away is reconnected at once, once: a
+        restarted collector is found without waiting for the retry
+        interval, and announcements come at most once a second."""
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        for fresh in (False, True):
+            sock = self.sock
+            if sock is None:
+                if fresh:
+                    self._retry_at = 0.0
+                sock = self._connect()
+                if sock is None:
+                    return False
+            try:
+                sock.sendmsg([data], rights)
+                return True
+            except BlockingIOError:
+                return False
+            except Exception:
+                self._close()
+                self._retry_at = self._clock() + RETRY_INTERVAL_S
+        return False
+
+    def send_control(self, data):
+        """Sends a control datagram (a ring's wake-up); never raises."""
+        sock = self.sock or self._connect()
+        if sock is None:
+            return False
+        try:
+            sock.send(data)
+            return True
+        except Exception:
+            return False
 
     def _connect(self):
         now = self._clock()

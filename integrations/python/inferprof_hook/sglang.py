@@ -27,6 +27,7 @@ takes them back.
 
 import collections
 import functools
+import operator
 import time
 
 from . import _state, wire
@@ -43,6 +44,7 @@ CHECKED = ("sgl-project/sglang main: srt/managers/scheduler.py @0003215c, "
 MAX_RETRACTED = 65536
 
 _has_update_running_batch = True
+_sub = operator.sub
 
 
 class _Launch:
@@ -311,17 +313,23 @@ def _after(sched, st, batch, launch, before, t1):
         t0 = st.last_end  # overlap: launched while the previous batch was processed
     em = st.emitter
     ids = em.ids
-    entries = []
-    i = 0
-    for r in batch.reqs:
-        n = len(r.output_ids) - before[i]
-        i += 1
-        if n > 0:
-            rid = r.rid
-            e = ids.get(rid)
-            if e is None:
-                e = em.entry(rid)
-            entries.append(e if n == 1 else wire.with_tokens(e, n))
+    reqs = batch.reqs
+    got = list(map(_sub, [len(r.output_ids) for r in reqs], before))
+    entries = None
+    if got.count(1) == len(got):
+        # Every request got one token (a plain decode step): one
+        # comprehension; ids the table lacks (KeyError) take the loop.
+        try:
+            entries = [ids[r.rid] for r in reqs]
+        except KeyError:
+            pass
+    if entries is None:
+        entries = []
+        for r, n in zip(reqs, got):
+            if n > 0:
+                e = ids.get(r.rid) or em.entry(r.rid)
+                entries.append(e if n == 1 else wire.with_tokens(e, n))
+    for r in reqs:
         if r.finished_reason is not None:
             ids.pop(r.rid, None)
     if not (launch.scheduled or entries or launch.retracted):

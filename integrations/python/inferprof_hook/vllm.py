@@ -44,6 +44,10 @@ CHECKED = ("vllm-project/vllm main: v1/engine/core.py @00080ee1, "
 # Bound on preempted requests waiting to be resumed; past it the oldest go.
 MAX_PREEMPTED = 65536
 
+# Stands for scheduled_spec_decode_tokens where a version lacks it: truthy
+# (so no step is assumed free of draft tokens) and empty for every request.
+_UNKNOWN_SPEC = {None: ()}
+
 
 class _Step:
     """Hook state attached to one EngineCore instance."""
@@ -143,12 +147,15 @@ def _attach(core):
 def _wrap_schedule(st, schedule):
     time_ns = time.time_ns
     scheduled = st.scheduled
+    append = scheduled.append
 
     @functools.wraps(schedule)
     def caught_schedule(*args, **kwargs):
         t = time_ns()
-        so = schedule(*args, **kwargs)
-        scheduled.append((so, t))
+        # vLLM calls schedule() bare; forwarding nothing skips building the
+        # call from *args and **kwargs on every step.
+        so = schedule(*args, **kwargs) if args or kwargs else schedule()
+        append((so, t))
         return so
 
     return caught_schedule
@@ -159,7 +166,10 @@ def _wrap_update(st, update):
 
     @functools.wraps(update)
     def update_from_output(scheduler_output, model_output, *args, **kwargs):
-        out = update(scheduler_output, model_output, *args, **kwargs)
+        if args or kwargs:
+            out = update(scheduler_output, model_output, *args, **kwargs)
+        else:
+            out = update(scheduler_output, model_output)
         t1 = time_ns()
         try:
             _after(st, scheduler_output, out, t1)
@@ -205,30 +215,47 @@ def _check(st, so):
 
 
 def _after(st, so, out, t1):
-    t0 = _scheduled_at(st, so, t1)
+    q = st.scheduled
+    # The batch updated is the oldest scheduled one, unless a schedule()
+    # never got its update.
+    if q and q[0][0] is so:
+        t0 = q.popleft()[1]
+    else:
+        t0 = _scheduled_at(st, so, t1)
     if t0 < st.last_end:
         t0 = st.last_end  # async: scheduled while the previous batch was updated
     if not st.checked:
         _check(st, so)
     em = st.emitter
-    ids = em.ids
     new = so.scheduled_new_reqs
     if new:
         _alias_new(em, st.scheduler, new)  # before their first token
     outputs = out[0] if type(out) is tuple else out
-    entries = []
-    if outputs:
-        # dict[client_index, EngineCoreOutputs] in current vLLM, one
-        # EngineCoreOutputs in early v1 releases.
-        for eco in (outputs.values() if type(outputs) is dict else (outputs,)):
-            for o in eco.outputs:
-                n = len(o.new_token_ids)
-                if n:
-                    rid = o.request_id
-                    e = ids.get(rid) or em.entry(rid)
-                    entries.append(e if n == 1 else wire.with_tokens(e, n))
     # Plain attribute reads with try: on this path getattr() with a default
     # costs more than the rest of the block, and try is free when nothing raises.
+    try:
+        spec = so.scheduled_spec_decode_tokens
+    except AttributeError:
+        spec = _UNKNOWN_SPEC
+    entries = None
+    if outputs:
+        if not spec and type(outputs) is dict and len(outputs) == 1:
+            # One client, no draft tokens: vLLM samples at most one token per
+            # request and step (update_from_output takes
+            # sampled_token_ids[req_index], one per request, or none for a
+            # prompt chunk), so a request got a token exactly when its
+            # new_token_ids is non-empty. One comprehension, no len() per
+            # request; ids the table lacks (KeyError) take _entries.
+            ids = em.ids
+            for eco in outputs.values():
+                try:
+                    entries = [ids[o.request_id] for o in eco.outputs if o.new_token_ids]
+                except KeyError:
+                    pass
+        if entries is None:
+            entries = _entries(em, outputs)
+    else:
+        entries = []
     try:
         finished = so.finished_req_ids
     except AttributeError:
@@ -241,16 +268,36 @@ def _after(st, so, out, t1):
     # A schedule() that found nothing to run (requests waiting for remote KV
     # or grammar compilation) is not a step; vLLM retries it every 1 ms.
     if scheduled or entries or pre:
-        _emit(st, em, so, new, scheduled, entries, pre, t0, t1)
+        _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1)
     if finished:
-        pre = st.preempted
+        ids = em.ids
+        pending = st.preempted
         for rid in finished:
             ids.pop(rid, None)
-            if pre:
-                pre.pop(rid, None)
+            if pending:
+                pending.pop(rid, None)
 
 
-def _emit(st, em, so, new, scheduled, entries, pre, t0, t1):
+def _entries(em, outputs):
+    """The token entries of a step's outputs, one per request that got
+    tokens, under its API id; the general case of _after's comprehension.
+
+    outputs is dict[client_index, EngineCoreOutputs] in current vLLM, one
+    EngineCoreOutputs in early v1 releases.
+    """
+    entries = []
+    ids = em.ids
+    for eco in (outputs.values() if type(outputs) is dict else (outputs,)):
+        for o in eco.outputs:
+            n = len(o.new_token_ids)
+            if n:
+                rid = o.request_id
+                e = ids.get(rid) or em.entry(rid)
+                entries.append(e if n == 1 else wire.with_tokens(e, n))
+    return entries
+
+
+def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1):
     cached = so.scheduled_cached_reqs
     req_ids = cached.req_ids
     pending = st.preempted
@@ -264,8 +311,6 @@ def _emit(st, em, so, new, scheduled, entries, pre, t0, t1):
         back = [nr.req_id for nr in new if nr.req_id in pending]
         if back:
             resumed = set(resumed or ()) | set(back)
-    nst = so.num_scheduled_tokens
-    spec = so.scheduled_spec_decode_tokens
     try:
         num_out = cached.num_output_tokens
     except AttributeError:
@@ -276,17 +321,23 @@ def _emit(st, em, so, new, scheduled, entries, pre, t0, t1):
     # A cached request is decoding when it was scheduled one token plus its
     # drafts and has output tokens (placeholders included); anything else is
     # a prompt chunk, or the recompute of a resumed request.
+    nst = so.num_scheduled_tokens
     new_tokens = 0
-    for nr in new:
-        new_tokens += nst.get(nr.req_id, 0)
+    if new:
+        for nr in new:
+            new_tokens += nst.get(nr.req_id, 0)
     drafts = 0
     if spec:
         for d in spec.values():
             drafts += len(d)
+    else:
+        spec = {}
     if scheduled - new_tokens == n_cached + drafts:
         # Every cached request got exactly 1 + its drafts (each gets at
         # least that), the common all-decode step: no per-request loop.
-        decode = n_cached - num_out.count(0) if num_out is not None else n_cached
+        decode = n_cached
+        if num_out is not None and not all(num_out):
+            decode -= num_out.count(0)
     else:
         decode = 0
         for i, rid in enumerate(req_ids):

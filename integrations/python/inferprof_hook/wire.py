@@ -1,18 +1,19 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""Encoder for the engine step datagram, wire format version 2.
+"""Encoder for the engine step record, wire format version 3.
 
 The layout is specified in docs/step-wire.md; internal/stepwire decodes it in
 the collector. Everything is little-endian. The encoder is on the engine's
 hot path, so it packs one fixed header with a precompiled struct and appends
-cached, length-prefixed request ids.
+cached, length-prefixed request ids. The same bytes travel in a shared-memory
+ring (ring.py) or, as the fallback, as one datagram.
 """
 
 import struct
 
 MAGIC = b"IPST"
-VERSION = 2
+VERSION = 3
 
 ENGINE_UNKNOWN = 0
 ENGINE_VLLM = 1
@@ -28,9 +29,14 @@ FLAG_DEGRADED = 0x0004
 # prefill, decode, scheduled_tokens, running, waiting, kv_usage,
 # hook_dropped, hook_evicted_ids, n_token_entries, n_preempted, n_resumed
 HEADER = struct.Struct("<4sBBHIIQqqIIIIIfIIHHH")
-HEADER_SIZE = HEADER.size  # 78
+HEADER_SIZE = HEADER.size  # 78, versions 2 and 3
 # Version 1 (read by decode only): no hook_evicted_ids, no resumed ids.
 HEADER_V1 = struct.Struct("<4sBBHIIQqqIIIIIfIHH")
+# Short identity strings after the header: service name, engine version,
+# host; version 3 adds the service instance id.
+IDENTITY_STRINGS = {1: 3, 2: 3, 3: 4}
+# In a ring, each record is preceded by its length (u32).
+FRAME = struct.Struct("<I")
 
 # A datagram never exceeds this, so it fits the default Linux socket buffers;
 # entries past it are dropped and FLAG_IDS_TRUNCATED is set.
@@ -50,9 +56,16 @@ def short_string(s):
     return bytes((len(b),)) + b
 
 
-def identity(service_name, engine_version, host):
-    """The identity block that follows the header, built once per process."""
-    return short_string(service_name) + short_string(engine_version) + short_string(host)
+def identity(service_name, engine_version, host, instance_id=""):
+    """The identity block that follows the header, built once per process.
+
+    instance_id is carried whole or not at all: a cut id would name another
+    instance. Longer than 255 bytes, it is left out (the caller warns)."""
+    iid = (instance_id or "").encode("utf-8", "replace")
+    if len(iid) > MAX_SHORT:
+        iid = b""
+    return (short_string(service_name) + short_string(engine_version) + short_string(host)
+            + bytes((len(iid),)) + iid)
 
 
 def id_bytes(request_id):
@@ -114,10 +127,11 @@ def prefix(engine):
 
 
 def head_struct(ident):
-    """A struct that packs the header and the identity block in one call,
-    for the hook's hot path: the 6-byte prefix (see prefix), the header's
-    other fields, then ident."""
-    return struct.Struct("<6s" + HEADER.format[5:] + "%ds" % len(ident))
+    """A struct that packs a ring record's frame, the header and the
+    identity block in one call, for the hook's hot path: the record length
+    (see FRAME; the datagram is the record without it), the 6-byte prefix
+    (see prefix), the header's other fields, then ident."""
+    return struct.Struct("<I6s" + HEADER.format[5:] + "%ds" % len(ident))
 
 
 def truncate(room, entries, *id_lists):
@@ -144,12 +158,12 @@ def truncate(room, entries, *id_lists):
 
 
 def decode(buf):
-    """Decodes a datagram (version 1 or 2) into a dict. Used by tests and
+    """Decodes a datagram (version 1 to 3) into a dict. Used by tests and
     tools, never by the hook."""
     if len(buf) < HEADER_V1.size:
         raise ValueError("short datagram: %d bytes" % len(buf))
     version = buf[4]
-    if buf[:4] != MAGIC or version not in (1, VERSION):
+    if buf[:4] != MAGIC or version not in IDENTITY_STRINGS:
         raise ValueError("bad magic or version")
     if version == 1:
         (_, _, engine, flags, pid, engine_index, step, start_ns, end_ns, prefill, decode_,
@@ -162,7 +176,7 @@ def decode(buf):
          sched, running, waiting, kv, dropped, evicted, n, m, k) = HEADER.unpack_from(buf, 0)
         off = HEADER_SIZE
     strings = []
-    for _ in range(3):
+    for _ in range(IDENTITY_STRINGS[version]):
         ln = buf[off]
         strings.append(bytes(buf[off + 1:off + 1 + ln]).decode("utf-8"))
         off += 1 + ln
@@ -190,6 +204,7 @@ def decode(buf):
         "waiting": waiting, "kv_usage": kv if flags & FLAG_KV_USAGE else None,
         "hook_dropped": dropped, "hook_evicted_ids": evicted,
         "degraded": bool(flags & FLAG_DEGRADED), "service_name": strings[0],
-        "engine_version": strings[1], "host": strings[2], "request_ids": ids,
+        "engine_version": strings[1], "host": strings[2],
+        "instance_id": strings[3] if len(strings) > 3 else "", "request_ids": ids,
         "request_tokens": toks, "preempted": lists[0], "resumed": lists[1],
     }

@@ -21,44 +21,39 @@ for p in (ROOT, FAKES):
 import drive  # noqa: E402
 import inferprof_hook  # noqa: E402
 from guard import Guarded  # noqa: E402
-from inferprof_hook import _state, wire  # noqa: E402
+from inferprof_hook import _state, ring, wire  # noqa: E402
 
 # What a step datagram and a batch of the fakes' ground truth share.
 FIELDS = ("request_ids", "request_tokens", "prefill", "decode", "scheduled_tokens", "preempted", "resumed")
 
 
 class Collector:
-    """A real Unix datagram socket standing in for the engine_step receiver."""
+    """A real Unix datagram socket standing in for the engine_step receiver:
+    it takes the rings the hook announces and drains them, and reads step
+    datagrams (ring.Reader, which reads them as the receiver does)."""
 
-    def __init__(self, rcvbuf=None):
-        self.dir = tempfile.TemporaryDirectory()
-        self.path = os.path.join(self.dir.name, "step.sock")
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    def __init__(self, rcvbuf=None, path=None):
+        """Binds path (a new private folder's step.sock if None)."""
+        self.dir = None if path else tempfile.TemporaryDirectory()
+        self.path = path or os.path.join(self.dir.name, "step.sock")
+        self.reader = ring.Reader(self.path, wire.decode)
+        self.sock = self.reader.sock
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.bind(self.path)
-        self.sock.setblocking(False)
 
     def drain(self):
-        out = []
-        while True:
-            try:
-                out.append(wire.decode(self.sock.recv(1 << 20)))
-            except BlockingIOError:
-                return out
+        return self.reader.poll()
 
     def read_while(self, fn):
-        """Reads datagrams on a thread while fn runs, since a Unix datagram
-        queue holds only net.unix.max_dgram_qlen (often 10) unread datagrams."""
+        """Reads on a thread while fn runs, since a Unix datagram queue holds
+        only net.unix.max_dgram_qlen (often 10) unread datagrams; the
+        engine's process can exit before its ring is drained, and its
+        records are still read (the collector holds the memory)."""
         got, stop = [], threading.Event()
-        self.sock.settimeout(0.05)
 
         def loop():
-            while not stop.is_set():
-                try:
-                    got.append(wire.decode(self.sock.recv(1 << 20)))
-                except (socket.timeout, BlockingIOError):
-                    pass
+            while not stop.wait(0.002):
+                got.extend(self.reader.poll())
 
         t = threading.Thread(target=loop)
         t.start()
@@ -67,12 +62,14 @@ class Collector:
         finally:
             stop.set()
             t.join()
-            self.sock.setblocking(False)
         return result, got + self.drain()
 
     def close(self):
-        self.sock.close()
-        self.dir.cleanup()
+        self.reader.close()
+        if self.dir is not None:
+            self.dir.cleanup()
+        elif os.path.exists(self.path):
+            os.unlink(self.path)
 
 
 class CaptureSender:
@@ -84,7 +81,7 @@ class CaptureSender:
         self.datagrams = []
 
     def send(self, data):
-        self.datagrams.append(data)
+        self.datagrams.append(bytes(data))
         self.sent += 1
         return True
 

@@ -213,12 +213,12 @@ class VLLMTest(HookTest):
         _InProc(eng).add("a", 4, 3)
         for _ in range(3):
             eng.step_fn()
-        self.assertEqual(inferprof_hook.stats(), {"sent": 0, "dropped": 3})
+        self.assertEqual(inferprof_hook.stats(), {"sent": 0, "dropped": 3, "rings": 0})
 
     def test_hook_dropped_count_travels_in_datagrams(self):
         eng = self.core.EngineCore(self.sched.Scheduler())
         _InProc(eng).add("a", 4, 3)
-        self.sender.dropped = 5
+        eng.__dict__[vllm_hook._ATTR].emitter.dropped = 5
         eng.step_fn()
         self.assertEqual(self.sender.steps()[0]["hook_dropped"], 5)
 

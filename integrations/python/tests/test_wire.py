@@ -15,13 +15,13 @@ from inferprof_hook.sender import Sender
 
 class WireTest(unittest.TestCase):
     def test_round_trip(self):
-        ident = wire.identity("svc", "0.11.0", "host-a")
+        ident = wire.identity("svc", "0.11.0", "host-a", "4f1c-instance")
         entries = [wire.entry("a"), wire.entry("é" * 3, 300)]
         buf = wire.encode(wire.ENGINE_VLLM, 42, 1, 7, 1000, 2000, 1, 2, 17, 3, 4, 0.5, 9,
                           ident, entries, [wire.id_bytes("p")], [wire.id_bytes("r")],
                           hook_evicted_ids=5, degraded=True)
         d = wire.decode(buf)
-        self.assertEqual(d["version"], 2)
+        self.assertEqual(d["version"], 3)
         self.assertEqual(d["request_ids"], ["a", "ééé"])
         self.assertEqual(d["request_tokens"], [1, 300])
         self.assertEqual((d["preempted"], d["resumed"]), (["p"], ["r"]))
@@ -30,7 +30,8 @@ class WireTest(unittest.TestCase):
         self.assertEqual((d["start_ns"], d["end_ns"]), (1000, 2000))
         self.assertEqual((d["prefill"], d["decode"], d["scheduled_tokens"]), (1, 2, 17))
         self.assertEqual((d["running"], d["waiting"], d["kv_usage"]), (3, 4, 0.5))
-        self.assertEqual((d["service_name"], d["engine_version"], d["host"]), ("svc", "0.11.0", "host-a"))
+        self.assertEqual((d["service_name"], d["engine_version"], d["host"], d["instance_id"]),
+                         ("svc", "0.11.0", "host-a", "4f1c-instance"))
 
     def test_reads_version_1(self):
         with open(os.path.join(ROOT, "..", "..", "internal", "stepwire", "testdata", "v1",
@@ -41,7 +42,7 @@ class WireTest(unittest.TestCase):
     def test_unknown_kv_usage_is_flagged_absent(self):
         buf = wire.encode(0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, 0, wire.identity("", "", ""), [], [])
         self.assertIsNone(wire.decode(buf)["kv_usage"])
-        self.assertEqual(len(buf), wire.HEADER_SIZE + 3)
+        self.assertEqual(len(buf), wire.HEADER_SIZE + 4, "four empty identity strings")
 
     def test_oversized_step_is_truncated_and_flagged(self):
         entries = [wire.entry("x" * 1000)] * 400
@@ -95,7 +96,7 @@ class _Capture:
         self.sent = []
 
     def send(self, data):
-        self.sent.append(data)
+        self.sent.append(bytes(data))
         return True
 
 
@@ -104,9 +105,9 @@ def _emitted(engine, pid, index, step, start, end, prefill, decode, scheduled, r
     """The datagram the hook's Emitter sends for one step."""
     cap = _Capture()
     em = Emitter(engine, "x", "1.0", index, cap)
-    em.pid, em.ident, em.step, em.evicted, em.degraded = pid, ident, step - 1, 11, degraded
-    em.pack = wire.head_struct(ident).pack
-    em.room = wire.MAX_DATAGRAM - wire.HEADER_SIZE - len(ident)
+    em.pid, em.step, em.evicted, em.degraded = pid, step - 1, 11, degraded
+    em.dropped = cap.dropped
+    em.set_identity(ident)
     em.emit(start, end, prefill, decode, scheduled, running, waiting, kv, entries, pre, res)
     return cap.sent[0]
 

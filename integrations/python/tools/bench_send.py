@@ -11,7 +11,9 @@ empties its non-blocking socket every 2 ms (nothing waits on the socket), as
 the engine_step receiver does. The sender pauses between sends, busy, as an
 engine does between steps (20 us, 100 us, 1 ms), and times each send with the
 wall clock. --load N adds N busy processes, as on a GPU host whose cores are
-taken by tokenizers, data loaders and other engines.
+taken by tokenizers, data loaders and other engines. --batch N sends N
+1-request steps (150 bytes each) in one datagram, as a hook batching steps
+would at each flush, to a polling receiver only.
 """
 
 import argparse
@@ -57,15 +59,18 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--load", type=int, default=0)
     p.add_argument("--samples", type=int, default=600)
+    p.add_argument("--batch", type=int, default=1, help="steps per datagram")
     args = p.parse_args()
     load = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.load)]
     d = tempfile.mkdtemp()
     clock = time.perf_counter_ns
-    data = b"x" * 150  # a 1-request step datagram is about this size
-    print("send wall time, us (%d samples, %d busy processes)" % (args.samples, args.load))
+    data = b"x" * 150 * args.batch  # a 1-request step datagram is about 150 bytes
+    print("send wall time, us (%d samples, %d busy processes, %d bytes a datagram)"
+          % (args.samples, args.load, len(data)))
     print("%-8s %8s %8s %8s %8s" % ("receiver", "pause", "p10", "median", "p90"))
+    modes = (("waiting", "0"), ("polling", "0.002")) if args.batch == 1 else (("polling", "0.002"),)
     try:
-        for name, interval in (("waiting", "0"), ("polling", "0.002")):
+        for name, interval in modes:
             for pause_us in (20, 100, 1000):
                 path = os.path.join(d, "%s-%d" % (name, pause_us))
                 rx = subprocess.Popen([sys.executable, "-c", RECEIVER, path, interval],

@@ -1,6 +1,6 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
-"""Writes Python-encoded step datagrams for the Go decoder's tests.
+"""Writes Python-encoded step records and rings for the Go decoder's tests.
 
   python3 integrations/python/tools/gen_step_fixture.py internal/stepwire/testdata
 
@@ -11,6 +11,11 @@ Python's decoder reads from them. The Go test decodes the .bin files and
 compares with the .json, so encoder and decoder cannot drift. Older wire
 versions live in testdata/v<N>/ and are never regenerated: they are what
 older hooks sent.
+
+It also runs the vLLM scenario with the hook writing to a small ring (the
+emitter's own write path) while a reader consumes it in part, and writes the
+ring's memory as ring/<name>.bin with the records left unread in
+ring/<name>.json, and the same ring as FuzzRing seeds.
 """
 
 import json
@@ -37,8 +42,13 @@ class Capture:
         pass
 
 
+# What inferprof-run puts in OTEL_RESOURCE_ATTRIBUTES, with a neighbour.
+RESOURCE = "deployment.environment=fixture,service.instance.id=5b0e5d2c-3f4a-4c1e-9d7a-2f6b8c1d0e9a"
+
+
 def main(out):
     os.environ["OTEL_SERVICE_NAME"] = "fixture-svc"
+    os.environ["OTEL_RESOURCE_ATTRIBUTES"] = RESOURCE
     import inferprof_hook
     from inferprof_hook import _state, wire
 
@@ -89,6 +99,95 @@ def main(out):
             json.dump(wire.decode(buf), f, indent=1, sort_keys=True, ensure_ascii=False)
             f.write("\n")
         print("wrote", name, len(buf), "bytes")
+
+    rings(out, drive)
+
+
+def rings(out, drive):
+    """Ring images: the vLLM scenario through the emitter's ring path, into
+    a 1 KiB ring that a reader consumes in part after every step, so the
+    ring wraps and a few records stay unread (one of them across the end)."""
+    import tempfile
+
+    from inferprof_hook import _state, emitter, ring, wire
+
+    os.makedirs(os.path.join(out, "ring"), exist_ok=True)
+    os.makedirs(os.path.join(out, "fuzz", "FuzzRing"), exist_ok=True)
+    cap = 1024
+    orig = ring.capacity_from_env
+    ring.capacity_from_env = lambda: cap
+    made = []
+    for keep in range(200, 1000, 40):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "s.sock")
+        os.environ[_state.ENV_ENDPOINT] = path
+        reader = ring.Reader(path, wire.decode)
+        _state.reset()
+        emit = emitter.Emitter.emit
+
+        def partly_read(em, *args, **kw):
+            ok = emit(em, *args, **kw)
+            r = em.ring
+            if r is not None:
+                reader.poll() if not reader.rings else consume(r.q, cap, keep)
+            return ok
+
+        emitter.Emitter.emit = partly_read
+        try:
+            drive.vllm_scenario()
+        finally:
+            emitter.Emitter.emit = emit
+        rid, (mm, q, _, _, _) = next(iter(reader.rings.items()))
+        image = bytes(mm)
+        unread = records(image, cap)
+        wraps = any(at % cap + 4 + len(b) > cap for at, b in unread)
+        reader.close()
+        _state.reset()
+        if wraps and len(unread) >= 2:
+            made.append((keep, image, unread))
+            break
+    ring.capacity_from_env = orig
+    if not made:
+        raise SystemExit("no consumption threshold left a record across the ring's end")
+    keep, image, unread = made[0]
+    name = "vllm_wrapped"
+    with open(os.path.join(out, "ring", name + ".bin"), "wb") as f:
+        f.write(image)
+    with open(os.path.join(out, "ring", name + ".json"), "w") as f:
+        json.dump([wire.decode(b) for _, b in unread], f, indent=1, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+    print("wrote ring", name, "with", len(unread), "unread records (reader kept", keep, "bytes behind)")
+    # FuzzRing's compact form: write index, read index, then the records area.
+    seed = image[64:72] + image[128:136] + image[ring.HEADER_BYTES:]
+    with open(os.path.join(out, "fuzz", "FuzzRing", name), "w") as f:
+        f.write("go test fuzz v1\n[]byte(\"%s\")\n" % "".join("\\x%02x" % c for c in seed))
+
+
+def consume(q, cap, keep):
+    """Consumes whole records from the oldest until at most keep bytes are
+    unread, as a reader that fell behind would."""
+    from inferprof_hook import ring
+
+    w, r = q[ring.W_WRITE], q[ring.W_READ]
+    while w - r > keep:
+        (n,) = ring.FRAME.unpack(ring.Reader._copy(q.obj, cap, r, 4))
+        r += 4 + n
+        q[ring.W_READ_RECORDS] += 1
+    q[ring.W_READ] = r
+
+
+def records(image, cap):
+    """The unread records of a ring image: (position, bytes) each."""
+    from inferprof_hook import ring
+
+    q = memoryview(image).cast("Q")
+    w, r = q[ring.W_WRITE], q[ring.W_READ]
+    out = []
+    while r < w:
+        (n,) = ring.FRAME.unpack(ring.Reader._copy(image, cap, r, 4))
+        out.append((r, ring.Reader._copy(image, cap, r + 4, n)))
+        r += 4 + n
+    return out
 
 
 if __name__ == "__main__":

@@ -120,13 +120,13 @@ func (h *Histogram) reset() {
 	h.exemplars = h.exemplars[:0]
 }
 
-// appendTo writes h as one data point carrying attrs (and, when tokenType is
-// set, gen_ai.token.type).
-func (h *Histogram) appendTo(dps pmetric.HistogramDataPointSlice, attrs pcommon.Map, tokenType string, start, now pcommon.Timestamp) {
+// appendTo writes h as one data point carrying attrs (and, when value is
+// set, key: gen_ai.token.type or part).
+func (h *Histogram) appendTo(dps pmetric.HistogramDataPointSlice, attrs pcommon.Map, key, value string, start, now pcommon.Timestamp) {
 	dp := dps.AppendEmpty()
 	attrs.CopyTo(dp.Attributes())
-	if tokenType != "" {
-		dp.Attributes().PutStr(attrTokenType, tokenType)
+	if value != "" {
+		dp.Attributes().PutStr(key, value)
 	}
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(now)

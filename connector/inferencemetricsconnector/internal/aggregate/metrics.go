@@ -39,16 +39,31 @@ type Spec struct {
 	sums                    []sumPart
 	// categories, for a double sum with one point per kernel category.
 	categories func(*Series) []CategorySeconds
+	// perModel: a gauge per model and currency across the resource's cost
+	// series (cost per 1k output tokens).
+	perModel bool
 }
 
+// histPart is one data point of a series: its histogram and, when value is
+// set, one more attribute (gen_ai.token.type by default).
 type histPart struct {
 	tokenType string
+	key       string // the attribute tokenType goes under; "" for gen_ai.token.type
 	get       func(*Series) *Histogram
 }
 
+func (p histPart) attrKey() string {
+	if p.key == "" {
+		return attrTokenType
+	}
+	return p.key
+}
+
+// sumPart is one sum data point; dget, when set, makes it a double sum.
 type sumPart struct {
 	tokenType string
 	get       func(*Series) uint64
+	dget      func(*Series) float64
 }
 
 func reqHist(get func(*RequestStats) *Histogram) []histPart {
@@ -157,6 +172,34 @@ var Specs = []Spec{
 		Description: "Requests preempted by the engine's scheduler, counted from engine.step spans.",
 		sums:        []sumPart{{get: func(s *Series) uint64 { return s.Step.Preemptions }}},
 	},
+	{
+		Name: names.MetricAgentRunDuration, Unit: "s", kind: KindAgent,
+		Description: "Duration of an agent run (an invoke_agent span or an instrumentation's equivalent), failed runs included with error.type.",
+		hists:       []histPart{{get: func(s *Series) *Histogram { return &s.Agent.Duration }}},
+	},
+	{
+		Name: names.MetricAgentPartDuration, Unit: "s", kind: KindAgent,
+		Description: "Time of an agent run spent in model calls, in tool calls outside them, and in the rest (inferprof.agent.time_in_model, _tools, _other), by part.",
+		hists: []histPart{
+			{key: names.AttrAgentPart, tokenType: "model", get: func(s *Series) *Histogram { return &s.Agent.Model }},
+			{key: names.AttrAgentPart, tokenType: "tools", get: func(s *Series) *Histogram { return &s.Agent.Tools }},
+			{key: names.AttrAgentPart, tokenType: "other", get: func(s *Series) *Histogram { return &s.Agent.Other }},
+		},
+	},
+	{
+		Name: names.MetricAgentTurns, Unit: "{turn}", kind: KindTurns,
+		Description: "Turns per conversation (gen_ai.conversation.id), observed once a conversation has had no turn for conversations.idle, or at shutdown.",
+		hists:       []histPart{{get: func(s *Series) *Histogram { return &s.Turn.Turns }}},
+	},
+	{
+		Name: names.MetricCost, Unit: "{currency}", kind: KindCost,
+		Description: "Cost of priced requests (inferprof.request.cost), by model, provider, user, agent and currency.",
+		sums:        []sumPart{{dget: func(s *Series) float64 { return s.Cost.Cost }}},
+	},
+	{
+		Name: names.MetricCostPer1kOutput, Unit: "{currency}", kind: KindCost, perModel: true,
+		Description: "Cost per 1000 output tokens of the priced requests that report output tokens, by model and currency, over the same time as inferprof.cost.",
+	},
 }
 
 // applies reports whether spec has a data point for s.
@@ -164,6 +207,12 @@ func (spec *Spec) applies(s *Series) bool {
 	switch spec.kind {
 	case KindRequest:
 		return s.Req != nil && s.Req.Requests > 0 && !(spec.skipErrors && s.IsError)
+	case KindAgent:
+		return s.Agent != nil && s.Agent.Runs > 0
+	case KindCost:
+		return s.Cost != nil && s.Cost.Requests > 0
+	case KindTurns:
+		return s.Turn != nil && s.Turn.Conversations > 0
 	default:
 		return s.Step != nil && s.Step.Steps > 0
 	}
@@ -183,6 +232,10 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 		if st.set.Disabled[spec.Name] {
 			continue
 		}
+		if spec.perModel {
+			ms = st.appendPerModel(md, ms, resAttrs, spec, series, now)
+			continue
+		}
 		var m pmetric.Metric
 		for _, s := range series {
 			if !st.emits(s) || !spec.applies(s) {
@@ -197,7 +250,7 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 					ms, m = st.newMetric(md, ms, resAttrs, spec)
 					m.SetEmptyHistogram().SetAggregationTemporality(st.temporality())
 				}
-				h.appendTo(m.Histogram().DataPoints(), s.attrs, p.tokenType, s.start, now)
+				h.appendTo(m.Histogram().DataPoints(), s.attrs, p.attrKey(), p.tokenType, s.start, now)
 			}
 			for _, p := range spec.sums {
 				var dp pmetric.NumberDataPoint
@@ -205,7 +258,11 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 				if p.tokenType != "" {
 					dp.Attributes().PutStr(attrTokenType, p.tokenType)
 				}
-				dp.SetIntValue(int64(p.get(s)))
+				if p.dget != nil {
+					dp.SetDoubleValue(p.dget(s))
+				} else {
+					dp.SetIntValue(int64(p.get(s)))
+				}
 			}
 			if spec.categories == nil {
 				continue
@@ -252,4 +309,56 @@ func (st *Store) newMetric(md pmetric.Metrics, ms pmetric.MetricSlice, resAttrs 
 	m.SetDescription(spec.Description)
 	m.SetUnit(spec.Unit)
 	return ms, m
+}
+
+// appendPerModel writes cost per 1k output tokens, one gauge point per model
+// and currency of the resource, from its cost series.
+func (st *Store) appendPerModel(md pmetric.Metrics, ms pmetric.MetricSlice, resAttrs pcommon.Map, spec *Spec, series []*Series, now pcommon.Timestamp) pmetric.MetricSlice {
+	type key struct{ model, currency string }
+	type acc struct {
+		cost   float64
+		tokens uint64
+		start  pcommon.Timestamp
+	}
+	var order []key
+	groups := map[key]*acc{}
+	for _, s := range series {
+		if !st.emits(s) || !spec.applies(s) || s.Cost.OutputTokens == 0 {
+			continue
+		}
+		k := key{strAttr(s.attrs, names.AttrRequestModel), strAttr(s.attrs, names.AttrCostCurrency)}
+		g := groups[k]
+		if g == nil {
+			g = &acc{start: s.start}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.cost += s.Cost.OutputCost
+		g.tokens += s.Cost.OutputTokens
+		g.start = min(g.start, s.start)
+	}
+	if len(order) == 0 {
+		return ms
+	}
+	ms, m := st.newMetric(md, ms, resAttrs, spec)
+	dps := m.SetEmptyGauge().DataPoints()
+	for _, k := range order {
+		g := groups[k]
+		dp := dps.AppendEmpty()
+		if k.model != "" {
+			dp.Attributes().PutStr(names.AttrRequestModel, k.model)
+		}
+		dp.Attributes().PutStr(names.AttrCostCurrency, k.currency)
+		dp.SetStartTimestamp(g.start)
+		dp.SetTimestamp(now)
+		dp.SetDoubleValue(1000 * g.cost / float64(g.tokens))
+	}
+	return ms
+}
+
+func strAttr(m pcommon.Map, k string) string {
+	if v, ok := m.Get(k); ok {
+		return v.Str()
+	}
+	return ""
 }

@@ -23,6 +23,12 @@ const (
 	KindRequest Kind = iota + 1
 	// KindStep series aggregate engine.step spans.
 	KindStep
+	// KindAgent series aggregate agent-run spans.
+	KindAgent
+	// KindCost series aggregate the cost of priced request spans.
+	KindCost
+	// KindTurns series aggregate finished conversations.
+	KindTurns
 )
 
 // ResourceKey identifies a resource by a hash of its attributes.
@@ -85,6 +91,9 @@ type Series struct {
 	IsError bool
 	Req     *RequestStats
 	Step    *StepStats
+	Agent   *AgentStats
+	Cost    *CostStats
+	Turn    *TurnStats
 }
 
 // Attributes returns the series' dimensions, to fill once after Create.
@@ -199,10 +208,13 @@ func (st *Store) newSeries(now pcommon.Timestamp, kind Kind) *Series {
 		start = st.lastFlush
 	}
 	s := &Series{attrs: pcommon.NewMap(), start: start}
-	if kind == KindRequest {
+	switch kind {
+	case KindRequest:
 		s.Req = st.newRequestStats()
-	} else {
+	case KindStep:
 		s.Step = st.newStepStats()
+	default:
+		st.newFamily(s, kind)
 	}
 	return s
 }
@@ -239,6 +251,9 @@ func (st *Store) overflowSeries(now pcommon.Timestamp) *Series {
 	if st.overflow == nil {
 		s := st.newSeries(now, KindRequest)
 		s.Step = st.newStepStats()
+		for _, k := range []Kind{KindAgent, KindCost, KindTurns} {
+			st.newFamily(s, k)
+		}
 		s.attrs.PutBool(names.AttrMetricOverflow, true)
 		s.res = &resource{attrs: pcommon.NewMap()}
 		st.overflow = s
@@ -328,4 +343,5 @@ func (st *Store) resetSeries(s *Series, now pcommon.Timestamp, tx *Tx) {
 	if s.Step != nil {
 		s.Step.Duration.exemplars = s.Step.Duration.exemplars[:0]
 	}
+	clearFamilyExemplars(s)
 }

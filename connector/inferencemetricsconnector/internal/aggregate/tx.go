@@ -20,6 +20,9 @@ type txEntry struct {
 	start pcommon.Timestamp
 	req   *RequestStats
 	step  *StepStats
+	agent *AgentStats
+	cost  *CostStats
+	turn  *TurnStats
 }
 
 // Len returns the number of series intervals the Tx holds.
@@ -35,6 +38,7 @@ func (tx *Tx) take(st *Store, s *Series) {
 	if s.Step != nil {
 		s.Step = st.spareStepStats()
 	}
+	st.takeFamily(s, &e)
 	tx.entries = append(tx.entries, e)
 }
 
@@ -59,6 +63,7 @@ func (st *Store) Restore(tx *Tx) {
 		if e.step != nil {
 			s.Step.merge(e.step)
 		}
+		restoreFamily(s, e)
 		s.start = e.start
 		s.updated = true
 		st.recycle(e.req, e.step)

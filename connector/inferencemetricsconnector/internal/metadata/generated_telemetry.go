@@ -25,14 +25,15 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                   metric.Meter
-	mu                                      sync.Mutex
-	registrations                           []metric.Registration
-	ConnectorInferenceMetricsBadValues      metric.Int64Counter
-	ConnectorInferenceMetricsDroppedPoints  metric.Int64Counter
-	ConnectorInferenceMetricsOverflowSpans  metric.Int64Counter
-	ConnectorInferenceMetricsRefusedFlushes metric.Int64Counter
-	ConnectorInferenceMetricsSeries         metric.Int64ObservableGauge
+	meter                                       metric.Meter
+	mu                                          sync.Mutex
+	registrations                               []metric.Registration
+	ConnectorInferenceMetricsBadValues          metric.Int64Counter
+	ConnectorInferenceMetricsConversationsEarly metric.Int64Counter
+	ConnectorInferenceMetricsDroppedPoints      metric.Int64Counter
+	ConnectorInferenceMetricsOverflowSpans      metric.Int64Counter
+	ConnectorInferenceMetricsRefusedFlushes     metric.Int64Counter
+	ConnectorInferenceMetricsSeries             metric.Int64ObservableGauge
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -93,6 +94,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_connector_inference_metrics_bad_values",
 		metric.WithDescription("Span attribute values skipped because they had the wrong type, were negative, NaN or infinite. [Alpha]"),
 		metric.WithUnit("{value}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorInferenceMetricsConversationsEarly, err = builder.meter.Int64Counter(
+		"otelcol_connector_inference_metrics_conversations_early",
+		metric.WithDescription("Conversations whose turns were observed before they went idle, because conversations.max_conversations was reached. [Alpha]"),
+		metric.WithUnit("{conversation}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ConnectorInferenceMetricsDroppedPoints, err = builder.meter.Int64Counter(

@@ -25,10 +25,14 @@ func TestSetupTelemetry(t *testing.T) {
 		return nil
 	}))
 	tb.ConnectorInferenceMetricsBadValues.Add(context.Background(), 1)
+	tb.ConnectorInferenceMetricsConversationsEarly.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsDroppedPoints.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsOverflowSpans.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsRefusedFlushes.Add(context.Background(), 1)
 	AssertEqualConnectorInferenceMetricsBadValues(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorInferenceMetricsConversationsEarly(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorInferenceMetricsDroppedPoints(t, testTel,

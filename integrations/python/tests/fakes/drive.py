@@ -24,6 +24,7 @@ decode batches retract requests that later resume.
 import argparse
 import json
 import os
+import signal
 import sys
 
 
@@ -114,7 +115,27 @@ def reported(step):
     return bool(step["scheduled_tokens"] or step["request_ids"] or step["preempted"])
 
 
+def kill_after(n):
+    """Test knob (INFERPROF_TEST_KILL_AFTER): SIGKILL this process right
+    after the hook's n-th step, as a crashed engine."""
+    from inferprof_hook import emitter
+
+    emit = emitter.Emitter.emit
+    done = [0]
+
+    def emit_then_crash(em, *args, **kwargs):
+        ok = emit(em, *args, **kwargs)
+        done[0] += 1
+        if done[0] >= n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return ok
+
+    emitter.Emitter.emit = emit_then_crash
+
+
 def main():
+    if os.environ.get("INFERPROF_TEST_KILL_AFTER"):
+        kill_after(int(os.environ["INFERPROF_TEST_KILL_AFTER"]))
     p = argparse.ArgumentParser()
     p.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
     p.add_argument("--sync", action="store_true", help="vLLM: no batch queue (async scheduling off)")
@@ -135,10 +156,11 @@ def main():
         steps = sglang_scenario(args.normal, args.tokens, args.kv_tokens, args.step_ms, args.tp, args.dp,
                                 args.dp_attention)
     import inferprof_hook
+    from inferprof_hook import _state
 
     json.dump({"steps": [st for st in steps if reported(st)], "batches": len(steps),
                "stats": inferprof_hook.stats(), "pid": os.getpid(),
-               "patched": inferprof_hook.patched()}, sys.stdout)
+               "patched": inferprof_hook.patched(), "instance_id": _state.instance_id()}, sys.stdout)
 
 
 if __name__ == "__main__":

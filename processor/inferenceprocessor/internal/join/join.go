@@ -14,12 +14,13 @@
 package join // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 
 import (
-	"container/list"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/tracetable"
 )
 
 // Stage says which queue stage a record or a root is about.
@@ -68,33 +69,33 @@ type heldSpan struct {
 }
 
 type entry struct {
-	trace    pcommon.TraceID
-	deadline time.Time
-	stages   [numStages]stageRec
-	held     []heldSpan
-	list     *list.List
-	elem     *list.Element
+	stages [numStages]stageRec
+	held   []heldSpan
 }
 
 // weight is what an entry counts against MaxEntries.
 func (e *entry) weight() int { return max(1, len(e.held)) }
 
-// Table is safe for concurrent use. Entries with held spans keep one list,
-// entries with only stage records another, each in arrival order; with one
-// TTL per list that is also deadline order, so expiry and eviction only look
-// at the fronts.
+// The table's lists: entries holding request spans wait Wait, entries with
+// only stage records StageTTL.
+const (
+	listHeld = iota
+	listStages
+)
+
+// evictOrder: a stage-only entry first (losing it costs one queue figure),
+// then the oldest holding entry, whose spans are handed back.
+var evictOrder = []int{listStages, listHeld}
+
+// Table is safe for concurrent use.
 type Table struct {
-	set     Settings
-	mu      sync.Mutex
-	entries map[pcommon.TraceID]*entry
-	stages  *list.List
-	held    *list.List
-	size    int // sum of entry weights
+	mu  sync.Mutex
+	tab *tracetable.Table[*entry]
 }
 
 // New returns an empty table.
 func New(set Settings) *Table {
-	return &Table{set: set, entries: map[pcommon.TraceID]*entry{}, stages: list.New(), held: list.New()}
+	return &Table{tab: tracetable.New[*entry](set.MaxEntries, set.Wait, set.StageTTL)}
 }
 
 // Len is what the table holds against MaxEntries: held spans plus traces
@@ -102,7 +103,7 @@ func New(set Settings) *Table {
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.size
+	return t.tab.Len()
 }
 
 // AddStage records a queue stage of seconds, starting at start, for trace.
@@ -112,12 +113,12 @@ func (t *Table) Len() int {
 func (t *Table) AddStage(trace pcommon.TraceID, stage Stage, seconds float64, start pcommon.Timestamp, now time.Time) (out []Released, evicted int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.entries[trace]
-	if !ok {
-		out, evicted = t.makeRoom(1, nil)
-		e = &entry{trace: trace, deadline: now.Add(t.set.StageTTL)}
-		t.insert(t.stages, e)
+	te := t.tab.Get(trace)
+	if te == nil {
+		evicted = t.tab.MakeRoom(1, nil, evictOrder, func(x *tracetable.Entry[*entry]) { out = releaseAll(out, x.Value) })
+		te = t.tab.Add(trace, listStages, 1, &entry{}, now)
 	}
+	e := te.Value
 	rec := &e.stages[stage]
 	// Stages of one request add up (an earlier SGLang re-queued a
 	// retracted request); the first one to arrive releases, so late ones
@@ -135,14 +136,13 @@ func (t *Table) AddStage(trace pcommon.TraceID, stage Stage, seconds float64, st
 			continue
 		}
 		out = append(out, Released{Traces: h.td, Queue: got.seconds, QueueKnown: true, QueueStart: got.start})
-		t.consume(e, h)
+		e.consume(h)
 	}
 	if len(kept) == len(e.held) {
 		return out, evicted
 	}
-	t.size -= e.weight()
 	e.held = kept
-	t.settle(e, now)
+	t.settle(te, now)
 	return out, evicted
 }
 
@@ -157,39 +157,45 @@ func (t *Table) AddRequest(trace pcommon.TraceID, needs Stage, unified bool, tak
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := heldSpan{needs: needs, unified: unified}
-	if e, ok := t.entries[trace]; ok && e.stages[needs].known {
+	if te := t.tab.Get(trace); te != nil && te.Value.stages[needs].known {
+		e := te.Value
 		rec := e.stages[needs]
-		t.consume(e, h)
+		e.consume(h)
 		if len(e.held) == 0 && !e.hasStages() {
-			t.remove(e)
+			t.tab.Remove(te)
 		}
 		return Released{Queue: rec.seconds, QueueKnown: true, QueueStart: rec.start}, false, nil, 0
 	}
-	e := t.entries[trace]
+	te := t.tab.Get(trace)
 	add := 1
-	if e != nil && len(e.held) == 0 {
+	if te != nil && len(te.Value.held) == 0 {
 		add = 0 // a stage-only entry that starts holding keeps its weight
 	}
-	evictedOut, evicted = t.makeRoom(add, e)
+	evicted = t.tab.MakeRoom(add, te, evictOrder, func(x *tracetable.Entry[*entry]) { evictedOut = releaseAll(evictedOut, x.Value) })
 	h.td = take()
-	if e, ok := t.entries[trace]; ok {
-		t.size -= e.weight()
+	if te = t.tab.Get(trace); te != nil {
+		e := te.Value
 		e.held = append(e.held, h)
-		t.size += e.weight()
-		if e.list != t.held {
-			e.list.Remove(e.elem)
-			e.deadline = now.Add(t.set.Wait)
-			e.list = t.held
-			e.elem = t.held.PushBack(e)
+		t.tab.Reweigh(te, e.weight())
+		if te.List() != listHeld {
+			t.tab.Move(te, listHeld, now)
 		}
 		return Released{}, true, evictedOut, evicted
 	}
-	t.insert(t.held, &entry{trace: trace, deadline: now.Add(t.set.Wait), held: []heldSpan{h}})
+	t.tab.Add(trace, listHeld, 1, &entry{held: []heldSpan{h}}, now)
 	return Released{}, true, evictedOut, evicted
 }
 
+// releaseAll appends e's held spans to out, without a queue.
+func releaseAll(out []Released, e *entry) []Released {
+	for _, h := range e.held {
+		out = append(out, Released{Traces: h.td})
+	}
+	return out
+}
+
 // consume clears the stage records a root takes.
-func (t *Table) consume(e *entry, h heldSpan) {
+func (e *entry) consume(h heldSpan) {
 	if h.unified {
 		e.stages = [numStages]stageRec{}
 		return
@@ -209,19 +215,16 @@ func (e *entry) hasStages() bool {
 // settle puts an entry whose held spans changed back where it belongs:
 // still holding, it stays; holding nothing but stage records, it waits for
 // its other roots for StageTTL; otherwise it goes.
-func (t *Table) settle(e *entry, now time.Time) {
+func (t *Table) settle(te *tracetable.Entry[*entry], now time.Time) {
+	e := te.Value
 	switch {
 	case len(e.held) > 0:
-		t.size += e.weight()
+		t.tab.Reweigh(te, e.weight())
 	case e.hasStages():
-		t.size += e.weight()
-		e.list.Remove(e.elem)
-		e.deadline = now.Add(t.set.StageTTL)
-		e.list = t.stages
-		e.elem = t.stages.PushBack(e)
+		t.tab.Reweigh(te, e.weight())
+		t.tab.Move(te, listStages, now)
 	default:
-		e.list.Remove(e.elem)
-		delete(t.entries, e.trace)
+		t.tab.Remove(te)
 	}
 }
 
@@ -230,19 +233,10 @@ func (t *Table) settle(e *entry, now time.Time) {
 func (t *Table) Expire(now time.Time) (out []Released, timedOut int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, l := range []*list.List{t.held, t.stages} {
-		for l.Len() > 0 {
-			e := l.Front().Value.(*entry)
-			if now.Before(e.deadline) {
-				break
-			}
-			for _, h := range e.held {
-				out = append(out, Released{Traces: h.td})
-			}
-			timedOut += len(e.held)
-			t.remove(e)
-		}
-	}
+	t.tab.Expire(now, func(x *tracetable.Entry[*entry]) {
+		out = releaseAll(out, x.Value)
+		timedOut += len(x.Value.held)
+	})
 	return out, timedOut
 }
 
@@ -251,60 +245,6 @@ func (t *Table) Drain() []Released {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []Released
-	for el := t.held.Front(); el != nil; el = el.Next() {
-		for _, h := range el.Value.(*entry).held {
-			out = append(out, Released{Traces: h.td})
-		}
-	}
-	t.entries = map[pcommon.TraceID]*entry{}
-	t.held.Init()
-	t.stages.Init()
-	t.size = 0
+	t.tab.Drain(func(x *tracetable.Entry[*entry]) { out = releaseAll(out, x.Value) })
 	return out
-}
-
-func (t *Table) insert(l *list.List, e *entry) {
-	e.list = l
-	e.elem = l.PushBack(e)
-	t.entries[e.trace] = e
-	t.size += e.weight()
-}
-
-func (t *Table) remove(e *entry) {
-	e.list.Remove(e.elem)
-	delete(t.entries, e.trace)
-	t.size -= e.weight()
-}
-
-// makeRoom evicts until add more fit: the oldest stage-only entry first
-// (losing it costs one queue figure), then the oldest holding entry, whose
-// spans are handed back, never dropped. keep, the entry about to grow, goes
-// last of all.
-func (t *Table) makeRoom(add int, keep *entry) (out []Released, evicted int) {
-	for t.size+add > t.set.MaxEntries && t.size > 0 {
-		e := t.oldest(keep)
-		if e == nil {
-			e = keep
-		}
-		for _, h := range e.held {
-			out = append(out, Released{Traces: h.td})
-		}
-		t.remove(e)
-		evicted++
-		if e == keep {
-			break
-		}
-	}
-	return out, evicted
-}
-
-func (t *Table) oldest(skip *entry) *entry {
-	for _, l := range []*list.List{t.stages, t.held} {
-		for el := l.Front(); el != nil; el = el.Next() {
-			if e := el.Value.(*entry); e != skip {
-				return e
-			}
-		}
-	}
-	return nil
 }

@@ -53,6 +53,10 @@ type Settings struct {
 	OperationName           string
 	// PhaseSpans: place the phases in Result.Phases (phase_spans).
 	PhaseSpans bool
+	// Place: place the phases in Result.Phases even without phase spans,
+	// for spans with a parent (the agent assembly reads them; a root is
+	// nobody's model call).
+	Place bool
 
 	// Set by RemoveContent.
 	content        *redact.Matcher
@@ -118,6 +122,16 @@ type Result struct {
 	RequestID string   // gen_ai.request.id, "" when absent or not a string
 	Anomalies []string // "<key>:<problem>" or a computed check, sorted
 	Phases    Phases
+	// Model is gen_ai.request.model as resolved; Tokens the token counts
+	// (for cost and the agent assembly).
+	Model  string
+	Tokens Tokens
+}
+
+// Tokens are a request's token counts; Cached is part of In.
+type Tokens struct {
+	In, Out, Cached       int64
+	HasIn, HasOut, HasCch bool
 }
 
 // extract runs kind's extractor.
@@ -264,8 +278,12 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		putStr(attrs, sn, kErrorType, et)
 	}
 
-	r := Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID)}
-	if set.PhaseSpans {
+	r := Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID), Model: model}
+	r.Tokens = Tokens{
+		In: int64(f.In.v), Out: int64(f.Out.v), Cached: int64(f.Cached.v),
+		HasIn: f.In.ok, HasOut: f.Out.ok, HasCch: f.Cached.ok,
+	}
+	if set.PhaseSpans || set.Place && !span.ParentSpanID().IsEmpty() {
 		r.Phases = f.place(span)
 	}
 	if len(n.anomalies) > 0 {

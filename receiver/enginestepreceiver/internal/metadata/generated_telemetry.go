@@ -31,6 +31,10 @@ type TelemetryBuilder struct {
 	ReceiverEngineStepHookDropped    metric.Int64Counter
 	ReceiverEngineStepHookEvictedIds metric.Int64Counter
 	ReceiverEngineStepIDTableResets  metric.Int64Counter
+	ReceiverEngineStepRingFaults     metric.Int64Counter
+	ReceiverEngineStepRingRecords    metric.Int64Counter
+	ReceiverEngineStepRings          metric.Int64UpDownCounter
+	ReceiverEngineStepRingsRefused   metric.Int64Counter
 	ReceiverEngineStepSourcesEvicted metric.Int64Counter
 	ReceiverEngineStepSteps          metric.Int64Counter
 	ReceiverEngineStepTruncatedSteps metric.Int64Counter
@@ -67,7 +71,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ReceiverEngineStepBadDatagrams, err = builder.meter.Int64Counter(
 		"otelcol_receiver_engine_step_bad_datagrams",
-		metric.WithDescription("Datagrams dropped because they did not decode (bad magic or version, truncated, trailing bytes, invalid UTF-8, impossible values). [Development]"),
+		metric.WithDescription("Step datagrams or ring records dropped because they did not decode (bad magic or version, truncated, trailing bytes, invalid UTF-8, impossible values). [Development]"),
 		metric.WithUnit("{datagram}"),
 	)
 	errs = errors.Join(errs, err)
@@ -93,6 +97,30 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_engine_step_id_table_resets",
 		metric.WithDescription("Times the receiver's request id intern table reached its limit and started over (costs allocations, loses nothing). [Development]"),
 		metric.WithUnit("{reset}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepRingFaults, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_ring_faults",
+		metric.WithDescription("Times a ring's write index or a record's length was impossible; the receiver skipped to the writer's position, and the steps skipped show as a gap in step numbers. [Development]"),
+		metric.WithUnit("{fault}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepRingRecords, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_ring_records",
+		metric.WithDescription("Step records read from shared-memory rings (the other steps came as datagrams). [Development]"),
+		metric.WithUnit("{step}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepRings, err = builder.meter.Int64UpDownCounter(
+		"otelcol_receiver_engine_step_rings",
+		metric.WithDescription("Shared-memory rings attached, one per engine process whose hook writes steps to a ring. [Development]"),
+		metric.WithUnit("{ring}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepRingsRefused, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_rings_refused",
+		metric.WithDescription("Ring announcements refused (not a sealed memfd and a pipe, a bad header, or 256 rings already attached); the hook goes on with datagrams. [Development]"),
+		metric.WithUnit("{ring}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverEngineStepSourcesEvicted, err = builder.meter.Int64Counter(

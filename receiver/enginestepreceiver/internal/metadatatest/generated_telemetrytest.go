@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) receiver.Settings {
 func AssertEqualReceiverEngineStepBadDatagrams(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_engine_step_bad_datagrams",
-		Description: "Datagrams dropped because they did not decode (bad magic or version, truncated, trailing bytes, invalid UTF-8, impossible values). [Development]",
+		Description: "Step datagrams or ring records dropped because they did not decode (bad magic or version, truncated, trailing bytes, invalid UTF-8, impossible values). [Development]",
 		Unit:        "{datagram}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -97,6 +97,70 @@ func AssertEqualReceiverEngineStepIDTableResets(t *testing.T, tt *componenttest.
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_engine_step_id_table_resets")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverEngineStepRingFaults(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_engine_step_ring_faults",
+		Description: "Times a ring's write index or a record's length was impossible; the receiver skipped to the writer's position, and the steps skipped show as a gap in step numbers. [Development]",
+		Unit:        "{fault}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_engine_step_ring_faults")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverEngineStepRingRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_engine_step_ring_records",
+		Description: "Step records read from shared-memory rings (the other steps came as datagrams). [Development]",
+		Unit:        "{step}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_engine_step_ring_records")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverEngineStepRings(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_engine_step_rings",
+		Description: "Shared-memory rings attached, one per engine process whose hook writes steps to a ring. [Development]",
+		Unit:        "{ring}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_engine_step_rings")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverEngineStepRingsRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_engine_step_rings_refused",
+		Description: "Ring announcements refused (not a sealed memfd and a pipe, a bad header, or 256 rings already attached); the hook goes on with datagrams. [Development]",
+		Unit:        "{ring}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_engine_step_rings_refused")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -24,6 +24,10 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverEngineStepHookDropped.Add(context.Background(), 1)
 	tb.ReceiverEngineStepHookEvictedIds.Add(context.Background(), 1)
 	tb.ReceiverEngineStepIDTableResets.Add(context.Background(), 1)
+	tb.ReceiverEngineStepRingFaults.Add(context.Background(), 1)
+	tb.ReceiverEngineStepRingRecords.Add(context.Background(), 1)
+	tb.ReceiverEngineStepRings.Add(context.Background(), 1)
+	tb.ReceiverEngineStepRingsRefused.Add(context.Background(), 1)
 	tb.ReceiverEngineStepSourcesEvicted.Add(context.Background(), 1)
 	tb.ReceiverEngineStepSteps.Add(context.Background(), 1)
 	tb.ReceiverEngineStepTruncatedSteps.Add(context.Background(), 1)
@@ -40,6 +44,18 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverEngineStepIDTableResets(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepRingFaults(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepRingRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepRings(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepRingsRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverEngineStepSourcesEvicted(t, testTel,

@@ -1,0 +1,97 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package inferenceprocessor
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
+)
+
+// agentGoldenConfig prices the fixtures' models and the vLLM server's GPU.
+func agentGoldenConfig() *Config {
+	cfg := goldenConfig()
+	price := func(in, cached, out float64) PriceConfig {
+		return PriceConfig{Input: &in, CachedInput: &cached, Output: &out, Currency: "USD"}
+	}
+	cfg.Prices = map[string]PriceConfig{
+		"gpt-4o":            price(2.5, 1.25, 10),
+		"gpt-4o-2024-08-06": price(2.5, 1.25, 10),
+	}
+	gpu := 3.5
+	cfg.GPUHourPrice = map[string]GPUPriceConfig{"NVIDIA H200": {Price: &gpu, Currency: "USD"}}
+	cfg.Cost.GPU = "NVIDIA H200"
+	// Engine spans wait for their caller's spans, so their cost carries the
+	// caller's agent and user in every order.
+	cfg.Agents.EngineWait = 5 * time.Second
+	return cfg
+}
+
+// agentCases: each instrumentation's conversation. Turn 1's exports (the
+// agent's two and, where the calls reached vLLM, the engine's) arrive in
+// every order; the turn is released after the wait, then turn 2 arrives.
+var agentCases = []struct {
+	name, golden string
+	turn1        []string
+	turn2        string
+}{
+	{"openai agents (contrib openai-agents-v2)", "agents_openai",
+		[]string{"agents_openai_turn1_a", "agents_openai_turn1_b", "agents_openai_turn1_vllm"}, "agents_openai_turn2"},
+	{"openinference openai agents", "agents_openinference",
+		[]string{"agents_openinference_turn1_a", "agents_openinference_turn1_b"}, "agents_openinference_turn2"},
+	{"openllmetry langgraph", "agents_traceloop",
+		[]string{"agents_traceloop_turn1_a", "agents_traceloop_turn1_b"}, "agents_traceloop_turn2"},
+	{"genai semconv", "agents_semconv",
+		[]string{"agents_semconv_turn1_a", "agents_semconv_turn1_b", "agents_semconv_turn1_vllm"}, "agents_semconv_turn2"},
+}
+
+func permutations(s []string) [][]string {
+	if len(s) <= 1 {
+		return [][]string{append([]string(nil), s...)}
+	}
+	var out [][]string
+	for i := range s {
+		rest := append(append([]string(nil), s[:i]...), s[i+1:]...)
+		for _, p := range permutations(rest) {
+			out = append(out, append([]string{s[i]}, p...))
+		}
+	}
+	return out
+}
+
+// runConversation feeds a case through a processor and returns its output.
+func runConversation(t *testing.T, order []string, turn2 string) []goldenSpan {
+	t.Helper()
+	cfg := agentGoldenConfig()
+	h := newHarness(t, cfg, processortest.NewNopSettings(metadata.Type))
+	for _, b := range order {
+		h.consume(t, readBatch(t, b))
+	}
+	h.now = h.now.Add(cfg.Agents.Wait)
+	h.p.expire(t.Context(), h.now)
+	h.now = h.now.Add(20e9) // the user reads the answer and writes again
+	h.consume(t, readBatch(t, turn2))
+	h.now = h.now.Add(cfg.Agents.Wait)
+	h.p.expire(t.Context(), h.now)
+	return h.finish(t)
+}
+
+func TestGoldenAgents(t *testing.T) {
+	for _, tc := range agentCases {
+		for i, order := range permutations(tc.turn1) {
+			t.Run(fmt.Sprintf("%s/order %d", tc.name, i), func(t *testing.T) {
+				got := runConversation(t, order, tc.turn2)
+				if i > 0 && *update {
+					*update = false
+					defer func() { *update = true }()
+				}
+				checkGolden(t, tc.golden, got)
+			})
+		}
+	}
+}
