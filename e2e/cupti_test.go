@@ -41,8 +41,8 @@ func kernelTotals(sink *consumertest.MetricsSink) map[string]float64 {
 						a := dps.At(l).Attributes()
 						n, _ := a.Get(names.AttrKernelName)
 						c, _ := a.Get(names.AttrKernelCategory)
-						d, _ := a.Get(names.AttrDeviceID)
-						out[fmt.Sprintf("%d/%s/%s/%s", pid.Int(), n.Str(), c.Str(), d.Str())] += dps.At(l).DoubleValue()
+						d, _ := a.Get(names.AttrCUDADeviceOrdinal)
+						out[fmt.Sprintf("%d/%s/%s/%s", pid.Int(), n.Str(), c.Str(), d.AsString())] += dps.At(l).DoubleValue()
 					}
 				}
 			}

@@ -138,9 +138,11 @@ service:
 		assert.InDelta(t, ph.end, p.EndTimestamp().AsTime().Sub(start).Seconds(), 1e-6, ph.name)
 	}
 
+	// Steps pass on, saying their engine streams no CUDA activity here.
 	st := spans[names.SpanEngineStep]
 	assert.Equal(t, map[string]any{
 		names.AttrStepIndex:      int64(7),
 		names.AttrStepRequestIDs: []any{"chatcmpl-e2e-1"},
-	}, st.Attributes().AsRaw(), "engine.step spans pass unchanged")
+		names.AttrStepGPUMissing: "no_source",
+	}, st.Attributes().AsRaw(), "engine.step spans pass with only the GPU join's word")
 }

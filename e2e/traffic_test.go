@@ -4,12 +4,14 @@
 package e2e
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,7 +188,14 @@ func feedTraffic(t *testing.T, ports *e2etest.Ports, sockDir string) traffic {
 	conn, err := net.Dial("unix", filepath.Join(sockDir, "cupti.sock"))
 	require.NoError(t, err)
 	defer conn.Close()
-	b := cuptiwire.AppendHello(nil, 4242, uint64(time.Now().UnixNano()), "e2e-gpu-node")
+	// As the library opens a connection (docs/cupti-wire.md): hello, its
+	// identity, and the UUID of the device its records name.
+	b := cuptiwire.AppendHelloFlags(nil, 4242, cuptiwire.HelloLaunches, uint64(time.Now().UnixNano()), "e2e-gpu-node")
+	b = cuptiwire.AppendIdentity(b, 1, "", tr.service)
+	var uuid [16]byte
+	_, err = hex.Decode(uuid[:], []byte(strings.ReplaceAll(strings.TrimPrefix(tr.gpuUUID, "GPU-"), "-", "")))
+	require.NoError(t, err)
+	b = cuptiwire.AppendDevice(b, cuptiwire.Device{Ordinal: 0, UUID: uuid})
 	at := uint64(start.UnixNano())
 	for i, k := range tr.kernels {
 		b = cuptiwire.AppendString(b, uint32(i+1), k.raw)

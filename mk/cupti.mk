@@ -20,7 +20,7 @@ bench-cupti: $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench '^BenchmarkDecodeAggregate$$' -cpu 1 -count $(BENCHCOUNT) ./receiver/cuptireceiver/ | tee $(BENCH_OUT)/cupti.txt
 	$(BENCHSTAT) -col /impl $(BENCH_OUT)/cupti.txt
 	$(MAKE) --no-print-directory -C native/cupti bench BENCH_RUNS=$(BENCHCOUNT) | tee $(BENCH_OUT)/cupti-c.txt
-	$(BENCHSTAT) $(BENCH_OUT)/cupti-c.txt
+	$(BENCHSTAT) -col /impl $(BENCH_OUT)/cupti-c.txt
 
 # GPU checks: they need a GPU, PyTorch and a library built for its CUDA
 # major (make native CUPTI_HOME=...). Neither runs in make test; neither has

@@ -271,6 +271,7 @@ const (
 	hasInTok
 	hasOutTok
 	hasGaps
+	hasCPUOverhead
 	isRequest // the span has gen_ai.latency.e2e or time_to_first_token, valid or not
 )
 
@@ -282,6 +283,8 @@ type request struct {
 	inTok, outTok                                  int64
 	op, provider, model, errType                   string
 	gaps                                           pcommon.Slice
+	gpuCats, gpuTimes                              pcommon.Slice // inferprof.gpu.categories and category_times
+	cpuOverhead                                    float64
 }
 
 func (r *request) is(f uint16) bool { return r.has&f != 0 }
@@ -328,6 +331,12 @@ func parseRequest(span ptrace.Span, r *request, n *counts) bool {
 			} else {
 				n.bad++
 			}
+		case names.AttrGPUCategories:
+			r.gpuCats = slice(v, n)
+		case names.AttrGPUCategoryTimes:
+			r.gpuTimes = slice(v, n)
+		case names.AttrCPUOverhead:
+			r.has |= seconds(v, &r.cpuOverhead, hasCPUOverhead, n)
 		}
 	}
 	if !r.is(isRequest) {
@@ -383,6 +392,44 @@ func count(v pcommon.Value, dst *int64, flag uint16, n *counts) uint16 {
 	}
 	*dst = i
 	return flag
+}
+
+func slice(v pcommon.Value, n *counts) pcommon.Slice {
+	if v.Type() != pcommon.ValueTypeSlice {
+		n.bad++
+		return pcommon.Slice{}
+	}
+	return v.Slice()
+}
+
+// observeGPU adds a request's GPU time by category and its CPU-overhead
+// share of its duration.
+func observeGPU(q *aggregate.RequestStats, r *request, e2e float64, ts pcommon.Timestamp, tid pcommon.TraceID, sid pcommon.SpanID, n *counts) {
+	if r.gpuCats != (pcommon.Slice{}) && r.gpuTimes != (pcommon.Slice{}) {
+		if r.gpuCats.Len() != r.gpuTimes.Len() {
+			n.bad++
+		} else {
+			for i := 0; i < r.gpuCats.Len(); i++ {
+				var sec float64
+				c := r.gpuCats.At(i)
+				if c.Type() != pcommon.ValueTypeStr || seconds(r.gpuTimes.At(i), &sec, 1, n) == 0 {
+					n.bad += b2i(c.Type() != pcommon.ValueTypeStr)
+					continue
+				}
+				q.AddGPUTime(c.Str(), sec)
+			}
+		}
+	}
+	if r.is(hasCPUOverhead) && e2e > 0 {
+		q.CPUOverheadShare.ObserveExemplar(min(r.cpuOverhead/e2e, 1), ts, tid, sid)
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func str(v pcommon.Value, n *counts) string {
@@ -452,6 +499,7 @@ func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggreg
 		q.OutputTokens.Observe(float64(r.outTok))
 		q.OutputTokenSum += uint64(r.outTok)
 	}
+	observeGPU(q, r, e2e, ts, tid, sid, n)
 	if !failed {
 		// Semantic conventions record TTFT and TPOT for successful responses only.
 		if r.is(hasTTFT) {

@@ -598,6 +598,7 @@ func TestMetadataMatchesSpecs(t *testing.T) {
 		names.MetricOtherDuration: aggregate.BoundsPhase, names.MetricTokenUsage: aggregate.BoundsTokens,
 		names.MetricInterTokenLatency: aggregate.BoundsITL, names.MetricStepDuration: aggregate.BoundsStepDuration,
 		names.MetricStepBatchSize: aggregate.BoundsBatchSize, names.MetricStepTokens: aggregate.BoundsStepTokens,
+		names.MetricCPUOverheadShare: aggregate.BoundsShare,
 		names.MetricAgentRunDuration: aggregate.BoundsAgentRun, names.MetricAgentPartDuration: aggregate.BoundsAgentRun,
 		names.MetricAgentTurns: aggregate.BoundsTurns,
 	}

@@ -25,20 +25,23 @@ type Handler interface {
 // frames to a Handler. It keeps a fixed set of buffers: decoding allocates
 // nothing once the largest frame seen so far fits.
 type Decoder struct {
-	r       io.Reader
-	h       Handler
-	hdr     [HeaderSize]byte
-	payload []byte
-	recs    []Record
-	defined [MaxStringID / 64]uint64 // bitmap of string ids this connection defined
-	hello   bool
-	frames  uint64
+	r         io.Reader
+	h         Handler
+	ch        CorrelationHandler // h, when it takes the correlation frames; else nil
+	hdr       [HeaderSize]byte
+	payload   []byte
+	recs      []Record
+	launchBuf []Launch
+	defined   [MaxStringID / 64]uint64 // bitmap of string ids this connection defined
+	hello     bool
+	frames    uint64
 }
 
 // NewDecoder returns a decoder reading r. Wrap a socket in a bufio.Reader
 // first: the decoder reads each header and payload with io.ReadFull.
 func NewDecoder(r io.Reader, h Handler) *Decoder {
-	return &Decoder{r: r, h: h}
+	ch, _ := h.(CorrelationHandler)
+	return &Decoder{r: r, h: h, ch: ch}
 }
 
 // Reset starts a new stream on r, forgetting every string definition.
@@ -149,6 +152,20 @@ func (d *Decoder) frame(t FrameType, p []byte) error {
 			return err
 		}
 		return d.h.Stats(st)
+	case FrameTypeIdentity:
+		id, err := ParseIdentity(p)
+		if err != nil || d.ch == nil {
+			return err
+		}
+		return d.ch.Identity(id)
+	case FrameTypeDevice:
+		dv, err := ParseDevice(p)
+		if err != nil || d.ch == nil {
+			return err
+		}
+		return d.ch.Device(dv)
+	case FrameTypeLaunches:
+		return d.launches(p)
 	}
 	return fmt.Errorf("frame type %d: %w", t, ErrUnknownFrame)
 }

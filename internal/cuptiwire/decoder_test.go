@@ -257,7 +257,7 @@ func TestLongerRecordsAndCountersDecode(t *testing.T) {
 	require.Len(t, c.recs, 2)
 	assert.Equal(t, uint64(101), c.recs[1].GraphNode)
 	assert.Equal(t, uint64(10), c.recs[1].Start)
-	assert.Equal(t, Stats{DroppedRecords: 1, CUPTIDropped: 2, NamesOverflow: 3, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6}, c.stats[0])
+	assert.Equal(t, Stats{DroppedRecords: 1, CUPTIDropped: 2, NamesOverflow: 3, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6, LaunchesDropped: 7}, c.stats[0])
 }
 
 // FuzzDecoder feeds arbitrary bytes to the decoder: it must return an error
@@ -268,6 +268,7 @@ func FuzzDecoder(f *testing.F) {
 	f.Add(AppendHello(nil, 1, 0, ""))
 	f.Add(AppendRecords(AppendString(AppendHello(nil, 1, 0, "h"), 3, "k"), []Record{kernel(3, 1, 2), kernel(4, 1, 2)}))
 	f.Add([]byte("IPCU\x01\x03\x00\x00\xff\xff\xff\xff"))
+	f.Add(correlationStream())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := &checking{defined: map[uint32]bool{}}
 		_ = NewDecoder(bytes.NewReader(b), c).Run()

@@ -59,6 +59,7 @@ const (
 	HelloRateLimited uint32 = 1 << 1 // token buckets drop some kernel records
 	HelloDutyCycle   uint32 = 1 << 2 // activity is recorded only part of the time
 	HelloMultiSub    uint32 = 1 << 3 // CUPTI multi-subscriber mode
+	HelloLaunches    uint32 = 1 << 4 // launch records and marks follow (FrameTypeLaunches)
 )
 
 // Liveness state bits.
@@ -127,7 +128,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Length > MaxPayload {
 		return h, fmt.Errorf("frame length %d > %d: %w", h.Length, MaxPayload, ErrFrameTooLarge)
 	}
-	if h.Type < FrameTypeHello || h.Type > FrameTypeClock {
+	if h.Type < FrameTypeHello || h.Type > FrameTypeLaunches {
 		return h, fmt.Errorf("frame type %d: %w", h.Type, ErrUnknownFrame)
 	}
 	return h, nil
@@ -183,6 +184,7 @@ type Stats struct {
 	PoolExhausted   uint64 // buffer requests the library's pool could not serve
 	OverflowDropped uint64 // records CUPTI wrote into the overflow buffer, dropped
 	RateLimited     uint64 // kernel records the token buckets dropped
+	LaunchesDropped uint64 // launch records the library lost: its queue was full, or no collector
 }
 
 // ParseStats decodes a stats payload: 24 bytes from older libraries, 48 or
@@ -200,6 +202,9 @@ func ParseStats(p []byte) (Stats, error) {
 		s.PoolExhausted = binary.LittleEndian.Uint64(p[24:])
 		s.OverflowDropped = binary.LittleEndian.Uint64(p[32:])
 		s.RateLimited = binary.LittleEndian.Uint64(p[40:])
+	}
+	if len(p) >= statsLen+8 {
+		s.LaunchesDropped = binary.LittleEndian.Uint64(p[48:])
 	}
 	return s, nil
 }
@@ -325,8 +330,8 @@ func AppendString(dst []byte, id uint32, s string) []byte {
 
 // AppendStats appends a whole stats frame.
 func AppendStats(dst []byte, s Stats) []byte {
-	dst = AppendHeader(dst, FrameTypeStats, statsLen)
-	for _, v := range [...]uint64{s.DroppedRecords, s.CUPTIDropped, s.NamesOverflow, s.PoolExhausted, s.OverflowDropped, s.RateLimited} {
+	dst = AppendHeader(dst, FrameTypeStats, statsLen+8)
+	for _, v := range [...]uint64{s.DroppedRecords, s.CUPTIDropped, s.NamesOverflow, s.PoolExhausted, s.OverflowDropped, s.RateLimited, s.LaunchesDropped} {
 		dst = binary.LittleEndian.AppendUint64(dst, v)
 	}
 	return dst

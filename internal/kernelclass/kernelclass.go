@@ -29,6 +29,9 @@ const (
 	CategoryQuantization     = "quantization"
 	CategoryMemory           = "memory"
 	CategoryOther            = "other"
+	// CategoryCUDAGraph is a whole CUDA graph launch, in the injection
+	// library's graph mode, where the graph's kernels are not seen one by one.
+	CategoryCUDAGraph = "cuda_graph"
 )
 
 // Rule maps kernel names matching Pattern (a Go regexp, matched against the

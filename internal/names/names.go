@@ -106,6 +106,8 @@ const (
 	MetricRequests           = "inferprof.server.requests"
 	MetricGoodput            = "inferprof.server.goodput"
 	MetricInterTokenLatency  = "inferprof.server.inter_token_latency"
+	MetricGPUTime            = "inferprof.server.gpu.time"
+	MetricCPUOverheadShare   = "inferprof.server.cpu_overhead.share"
 	MetricStepDuration       = "inferprof.engine.step.duration"
 	MetricStepBatchSize      = "inferprof.engine.step.batch_size"
 	MetricStepTokens         = "inferprof.engine.step.tokens"
@@ -124,6 +126,47 @@ const (
 	AttrKernelName       = "gpu.kernel.name"
 	AttrKernelCategory   = "gpu.kernel.category"
 	AttrDeviceID         = "hw.id"
+	// AttrCUDADeviceOrdinal is the CUDA device ordinal as the engine
+	// process numbers its devices (after CUDA_VISIBLE_DEVICES); the GPU
+	// itself is AttrDeviceID, its UUID.
+	AttrCUDADeviceOrdinal = "inferprof.cuda.device.ordinal"
+	AttrMIGUUID           = "inferprof.gpu.mig.uuid"
+	// On sampled kernel spans.
+	AttrGPUStream         = "inferprof.gpu.stream"
+	AttrCUDACorrelationID = "inferprof.cuda.correlation_id"
+	AttrCUDAGraphID       = "inferprof.cuda.graph_id"
+)
+
+// GPU figures of an engine step (issue 13): the kernels the step launched,
+// tied to it by the launch's correlation id. Times in seconds. Categories
+// and top kernels are aligned arrays, as request ids and tokens are.
+const (
+	AttrStepGPUKernelTime    = "inferprof.step.gpu.kernel_time"
+	AttrStepGPUKernelCount   = "inferprof.step.gpu.kernel_count"
+	AttrStepGPUGraphCount    = "inferprof.step.gpu.graph_count"
+	AttrStepGPUBusyTime      = "inferprof.step.gpu.busy_time"
+	AttrStepGPUIdleBefore    = "inferprof.step.gpu.idle_before"
+	AttrStepGPUIdleTime      = "inferprof.step.gpu.idle_time"
+	AttrStepGPUCategories    = "inferprof.step.gpu.categories"     // []string
+	AttrStepGPUCategoryTimes = "inferprof.step.gpu.category_times" // []double, aligned
+	AttrStepGPUTopKernels    = "inferprof.step.gpu.top_kernels"    // []string, longest first
+	AttrStepGPUTopTimes      = "inferprof.step.gpu.top_kernel_times"
+	AttrStepGPUMissing       = "inferprof.step.gpu.missing" // why the figures are absent or partial
+	AttrStepSource           = "inferprof.step.source"      // "kineto" on steps made from profiler traces
+	// AttrThreadID (semconv thread.id) on a step span names the engine
+	// thread: then only its launches in the engine's process are the step's.
+	AttrThreadID = "thread.id"
+)
+
+// A request's GPU figures: over the steps that gave it tokens, its share of
+// each step's kernel time (by the tokens it got there), and the GPU idle
+// time of those steps. AttrGPUTime (seconds) is declared with the cost
+// attributes, which read it.
+const (
+	AttrGPUCategories    = "inferprof.gpu.categories"     // []string
+	AttrGPUCategoryTimes = "inferprof.gpu.category_times" // []double, aligned
+	AttrCPUOverhead      = "inferprof.latency.cpu_overhead"
+	AttrGPUMissing       = "inferprof.gpu.missing"
 )
 
 // More GPU activity metrics from the cupti receiver (memory copies, memsets,

@@ -21,38 +21,16 @@ import (
 // with an instance id whose engines sent none (an older hook) falls back to
 // its service.name.
 func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result {
-	id, service := splitKey(key)
 	arrivalNs := arrival.UnixNano()
 	finishNs := int64(math.MaxInt64)
 	if !finish.IsZero() {
 		finishNs = finish.UnixNano()
 	}
 	w.mu.Lock()
-	g := w.groups[groupOf(id, service)]
-	if g == nil && id != "" {
-		g = w.groups[groupOf("", service)]
-	}
-	if g == nil {
-		w.mu.Unlock()
-		return Result{Status: StatusUnknownInstance}
-	}
-	engines := g.engines
-	in, t := holder(engines, requestID, arrivalNs, finishNs)
+	in, t, status := w.holderLocked(key, requestID, arrivalNs, finishNs)
 	if in == nil {
-		// No engine holds the request: it may have been in what some
-		// engine evicted since it arrived.
-		status := StatusNoSteps
-		for _, e := range engines {
-			if e.evictedEnd >= arrivalNs {
-				status = StatusEvicted
-			}
-		}
 		w.mu.Unlock()
 		return Result{Status: status}
-	}
-	if in.evictedEnd >= arrivalNs {
-		w.mu.Unlock()
-		return Result{Status: StatusEvicted}
 	}
 	base := in.nextSeq - uint64(in.n)
 	ends := make([]int64, 0, len(t.recs))
@@ -64,6 +42,7 @@ func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result
 		}
 		ends = append(ends, in.steps[i].end)
 		res.Tokens += int(r.tokens)
+		res.GPU.add(&in.steps[i], r.tokens)
 	}
 	// Lost or truncated steps anywhere in the request's life taint it.
 	for _, f := range in.flaws {
@@ -102,6 +81,36 @@ func (w *Window) Lookup(key, requestID string, arrival, finish time.Time) Result
 func nearestRank(sorted []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// holderLocked finds the engine window of instance key holding request
+// requestID and its track; when none does (or its steps left the window),
+// in is nil and status says why.
+func (w *Window) holderLocked(key, requestID string, arrivalNs, finishNs int64) (in *instance, t *track, status Status) {
+	id, service := splitKey(key)
+	g := w.groups[groupOf(id, service)]
+	if g == nil && id != "" {
+		g = w.groups[groupOf("", service)]
+	}
+	if g == nil {
+		return nil, nil, StatusUnknownInstance
+	}
+	in, t = holder(g.engines, requestID, arrivalNs, finishNs)
+	if in == nil {
+		// No engine holds the request: it may have been in what some
+		// engine evicted since it arrived.
+		status = StatusNoSteps
+		for _, e := range g.engines {
+			if e.evictedEnd >= arrivalNs {
+				status = StatusEvicted
+			}
+		}
+		return nil, nil, status
+	}
+	if in.evictedEnd >= arrivalNs {
+		return nil, nil, StatusEvicted
+	}
+	return in, t, StatusOK
 }
 
 // holder returns the engine window holding request id, and its track.

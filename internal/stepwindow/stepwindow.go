@@ -161,6 +161,8 @@ type Result struct {
 	DecodeSteps int
 	// Stalls counts gaps above StallFactor times P50.
 	Stalls int
+	// GPU is the request's share of its steps' GPU time (gpu.go).
+	GPU RequestGPU
 }
 
 // Stats are the window's counters.
@@ -245,6 +247,9 @@ type instance struct {
 type stepRec struct {
 	start, end int64
 	touched    []*track // requests that got tokens here, to trim on eviction
+	tokens     int64    // tokens the step gave, all requests
+	gpu        *GPU     // the step's GPU figures (gpu.go); nil: none yet
+	gpuPending bool     // the figures are still being gathered
 }
 
 // source is the last step seen from one process.
@@ -270,6 +275,12 @@ type tokenRec struct {
 // InstanceKey and FromSpan) and evicts what the bounds require. Steps of one
 // source must arrive in order; late ones are dropped.
 func (w *Window) Add(key string, s *Step) {
+	w.AddRef(key, s)
+}
+
+// AddRef is Add returning a reference to the step, for SetGPU; ok is false
+// when the step was dropped.
+func (w *Window) AddRef(key string, s *Step) (ref Ref, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	id, service := splitKey(key)
@@ -298,9 +309,9 @@ func (w *Window) Add(key string, s *Step) {
 	in.used = w.tick
 	flawed := s.Truncated
 	flawStart := s.StartUnixNs
-	if last, ok := in.sources[s.Source]; ok {
+	if last, found := in.sources[s.Source]; found {
 		if s.Index <= last.index {
-			return
+			return Ref{}, false
 		}
 		if s.Index != last.index+1 {
 			// The lost steps ran between the previous step and this one.
@@ -327,6 +338,7 @@ func (w *Window) Add(key string, s *Step) {
 	slot := w.slotLocked(in)
 	touched := slot.touched[:0] // reuse the evicted step's slice when the ring wraps
 	seq := in.nextSeq
+	var total int64
 	for i, id := range s.RequestIDs {
 		tok := int64(1)
 		if i < len(s.RequestTokens) {
@@ -342,8 +354,9 @@ func (w *Window) Add(key string, s *Step) {
 		}
 		t.recs = append(t.recs, tokenRec{seq: seq, tokens: tok})
 		touched = append(touched, t)
+		total += tok
 	}
-	*slot = stepRec{start: s.StartUnixNs, end: s.EndUnixNs, touched: touched}
+	*slot = stepRec{start: s.StartUnixNs, end: s.EndUnixNs, touched: touched, tokens: total}
 	in.nextSeq++
 	if flawed {
 		if len(in.flaws) >= w.cfg.MaxSteps {
@@ -359,6 +372,7 @@ func (w *Window) Add(key string, s *Step) {
 	for w.records > w.cfg.MaxRecords {
 		w.evictGlobalOldestLocked()
 	}
+	return Ref{in: in, seq: seq}, true
 }
 
 // addSourceLocked makes room for a new source: it forgets sources whose

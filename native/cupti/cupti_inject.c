@@ -23,6 +23,7 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 #include <cupti_version.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,11 +32,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cupti_v2.h"
+#include "identity.h"
 #include "ipc_client.h"
+#include "launch_ring.h"
 #include "layouts.h"
 #include "limits.h"
 
@@ -92,6 +96,7 @@ static struct {
   long exit_ms;
   int multi_sub; /* use multi-subscriber mode where CUPTI offers it */
   long sndbuf_kb;
+  int launches; /* send launch records, so the collector ties kernels to engine steps */
 } cfg;
 
 static long env_long(const char *name, long def, long lo, long hi) {
@@ -160,6 +165,7 @@ static void load_config(void) {
    * rides out a collector descheduled for tens of ms instead of dropping.
    * The kernel caps it at net.core.wmem_max. */
   cfg.sndbuf_kb = env_long("INFERPROF_CUPTI_SNDBUF_KB", 4096, 0, 65536);
+  cfg.launches = (int)env_long("INFERPROF_CUPTI_LAUNCHES", 1, 0, 1);
 }
 
 static uint64_t clock_ns(clockid_t id) {
@@ -191,6 +197,19 @@ static _Atomic uint64_t cupti_dropped, pool_exhausted, overflow_dropped, rate_li
 static _Atomic uint64_t launches, buffers_requested, buffers_completed, last_buffer_unix;
 static _Atomic uint32_t resumes;
 static _Atomic int displaced, duty_off;
+
+/* Launch records (issue 13): the callbacks queue each kernel and graph
+ * launch with its correlation id, thread and wall-clock time; the queue is
+ * drained into the stream before every buffer of kernel records, so the
+ * collector has a kernel's launch before the kernel. */
+static launch_ring *lring; /* NULL: launch records off */
+static uint64_t lring_dropped_sent; /* ring drops already added to the stats */
+static __thread uint32_t my_tid;
+static __thread int rt_depth; /* inside a runtime launch: its driver call is not a second launch */
+
+/* Device ordinals seen in records, and those whose UUID was looked up. */
+static _Atomic uint64_t seen_devs;
+static uint64_t looked_up_devs;
 
 /* ---- buffers ---- */
 
@@ -287,6 +306,7 @@ static int convert(const CUpti_Activity *a, ipc_record *r) {
     r->graph_id = rd32(a, LK_GRAPH);
     r->graph_node = rd64(a, LK_GRAPH_NODE);
     learn_ctx(rd32(a, LK_CONTEXT), rd32(a, LK_DEVICE));
+    if (r->device < 64) atomic_fetch_or_explicit(&seen_devs, 1ull << r->device, memory_order_relaxed);
     if (sampled && !corr_has(sampled, r->correlation)) {
       atomic_fetch_add_explicit(&rate_limited, 1, memory_order_relaxed);
       return 0;
@@ -335,6 +355,25 @@ static int convert(const CUpti_Activity *a, ipc_record *r) {
   return 1;
 }
 
+static void emit_launch(void *arg, const ipc_launch *l) {
+  (void)arg;
+  ipc_client_add_launch(&client, l);
+}
+
+/* drain_launches_locked sends the queued launches, then a mark when the
+ * queue was emptied; client_mu is held. */
+static void drain_launches_locked(void) {
+  if (lring == NULL || atomic_load(&forked_child)) return;
+  uint64_t mark = 0;
+  if (lr_drain(lring, emit_launch, NULL, realtime_ns, &mark)) {
+    ipc_launch m = {.kind = IPC_LAUNCH_MARK, .time = mark};
+    ipc_client_add_launch(&client, &m);
+  }
+  uint64_t d = atomic_load_explicit(&lring->dropped, memory_order_relaxed);
+  client.stats.launches_dropped += d - lring_dropped_sent;
+  lring_dropped_sent = d;
+}
+
 static void add_batch(const ipc_record *recs, int n) {
   pthread_mutex_lock(&client_mu);
   if (!atomic_load(&forked_child))
@@ -370,6 +409,11 @@ static void complete_buffer(CUcontext ctx, uint32_t stream, uint8_t *buffer, siz
     enum { BATCH = 256 };
     ipc_record batch[BATCH];
     int n = 0;
+    /* Every kernel in this buffer was launched before it completed: its
+     * launch is in the queue, and goes out first. */
+    pthread_mutex_lock(&client_mu);
+    drain_launches_locked();
+    pthread_mutex_unlock(&client_mu);
     /* Records are converted without our lock; the lock covers only encoding. */
     while (valid > 0 && act_next(buffer, valid, &a) == CUPTI_SUCCESS) {
       if (convert(a, &batch[n])) n++;
@@ -444,16 +488,43 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     return;
   }
   const CUpti_CallbackData *cb = data;
-  if (cb == NULL || cb->callbackSite != CUPTI_API_ENTER) return;
-  atomic_fetch_add_explicit(&launches, 1, memory_order_relaxed);
-  if (sampled == NULL) return;
-  if (!tb_ready) {
-    tb_init(&eager_tb, cfg.rate);
-    tb_init(&graph_tb, cfg.graph_rate);
-    tb_ready = 1;
+  if (cb == NULL) return;
+  /* cudaLaunchKernel may reach the driver's launch below it: one launch,
+   * whose correlation id (the runtime call's) its kernel carries. */
+  int nested = 0;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (cb->callbackSite != CUPTI_API_ENTER) {
+      if (rt_depth > 0) rt_depth--;
+      return;
+    }
+    rt_depth++;
+  } else if (cb->callbackSite != CUPTI_API_ENTER) {
+    return;
+  } else {
+    nested = rt_depth > 0;
   }
-  token_bucket *b = is_graph_launch(domain, cbid) ? &graph_tb : &eager_tb;
-  if (tb_take(b, mono_ns())) corr_add(sampled, cb->correlationId);
+  atomic_fetch_add_explicit(&launches, 1, memory_order_relaxed);
+  int take = 1;
+  if (sampled != NULL) {
+    if (!tb_ready) {
+      tb_init(&eager_tb, cfg.rate);
+      tb_init(&graph_tb, cfg.graph_rate);
+      tb_ready = 1;
+    }
+    token_bucket *b = is_graph_launch(domain, cbid) ? &graph_tb : &eager_tb;
+    take = tb_take(b, mono_ns());
+    if (take) corr_add(sampled, cb->correlationId);
+  }
+  /* Only launches whose kernels are recorded: sampled ones, and none in
+   * the off part of the duty cycle. */
+  if (lring != NULL && take && !nested && !atomic_load_explicit(&duty_off, memory_order_relaxed)) {
+    if (my_tid == 0) my_tid = (uint32_t)syscall(SYS_gettid);
+    ipc_launch l = {.kind = is_graph_launch(domain, cbid) ? IPC_LAUNCH_GRAPH : IPC_LAUNCH_KERNEL,
+                    .domain = domain == CUPTI_CB_DOMAIN_DRIVER_API ? IPC_DOMAIN_DRIVER : IPC_DOMAIN_RUNTIME,
+                    .correlation = cb->correlationId,
+                    .tid = my_tid};
+    lr_push(lring, &l, realtime_ns);
+  }
 }
 
 static const struct {
@@ -554,6 +625,64 @@ static void sample_clock(ipc_clock *out) {
   if (best != UINT64_MAX) atomic_store(&clock_offset_ns, out->offset_ns);
 }
 
+/* ---- devices ---- */
+
+/* The driver calls that name a device, looked up in the process (libcuda is
+ * loaded: it loaded us). CUdevice is an int ordinal and CUresult 0 is
+ * success (cuda.h). cuDeviceGetUuid_v2 gives a MIG compute instance's own
+ * UUID where cuDeviceGetUuid gives its GPU's (CUDA driver API reference,
+ * cuDeviceGetUuid_v2: "If the device is in MIG mode, returns its MIG UUID
+ * which uniquely identifies the subscribed MIG compute instance"). */
+typedef int (*cu_device_get_fn)(int *dev, int ordinal);
+typedef int (*cu_device_uuid_fn)(void *uuid, int dev);
+
+/* device_uuid fills d for a CUDA ordinal as CUPTI numbers devices in its
+ * records (cuptiGetDeviceId: "similar manner to cudaGetDevice()"). */
+static int device_uuid(int ordinal, ipc_device *d) {
+  static cu_device_get_fn get;
+  static cu_device_uuid_fn v1, v2;
+  static int looked;
+  if (!looked) {
+    looked = 1;
+    get = (cu_device_get_fn)dlsym(RTLD_DEFAULT, "cuDeviceGet");
+    v1 = (cu_device_uuid_fn)dlsym(RTLD_DEFAULT, "cuDeviceGetUuid");
+    v2 = (cu_device_uuid_fn)dlsym(RTLD_DEFAULT, "cuDeviceGetUuid_v2");
+  }
+  int dev = 0;
+  if (get == NULL || (v1 == NULL && v2 == NULL) || get(&dev, ordinal) != 0) return 0;
+  uint8_t a[16], b[16];
+  int ok1 = v1 != NULL && v1(a, dev) == 0, ok2 = v2 != NULL && v2(b, dev) == 0;
+  if (!ok1 && !ok2) return 0;
+  memset(d, 0, sizeof(*d));
+  d->ordinal = (uint16_t)ordinal;
+  memcpy(d->uuid, ok1 ? a : b, 16);
+  if (ok1 && ok2 && memcmp(a, b, 16) != 0) {
+    d->flags = IPC_DEVICE_MIG;
+    memcpy(d->mig, b, 16);
+  }
+  return 1;
+}
+
+/* resolve_devices names each device seen in records once, from the flush
+ * thread: hw.id in the collector is the GPU's UUID, which NVML reports too,
+ * not the ordinal, which CUDA_VISIBLE_DEVICES renumbers per process. */
+static void resolve_devices(void) {
+  uint64_t todo = atomic_load(&seen_devs) & ~looked_up_devs;
+  while (todo) {
+    int i = __builtin_ctzll(todo);
+    todo &= todo - 1;
+    looked_up_devs |= 1ull << i;
+    ipc_device d;
+    if (!device_uuid(i, &d)) {
+      LOG_DEBUG("no UUID for CUDA device %d", i);
+      continue;
+    }
+    pthread_mutex_lock(&client_mu);
+    ipc_client_add_device(&client, &d);
+    pthread_mutex_unlock(&client_mu);
+  }
+}
+
 /* ---- flush thread ---- */
 
 static pthread_t flusher;
@@ -650,8 +779,10 @@ static void *flush_thread(void *arg) {
       last_clock = now_ms ? now_ms : 1;
     }
     watch_displacement(now_ms);
+    resolve_devices();
     publish(&clk);
     pthread_mutex_lock(&client_mu);
+    drain_launches_locked();
     ipc_client_flush(&client);
     pthread_mutex_unlock(&client_mu);
     pthread_mutex_lock(&stop_mu);
@@ -666,8 +797,10 @@ static void *flush_thread(void *arg) {
 /* last_send flushes until the socket took everything or the deadline passed;
  * the collector gets whole frames or nothing. */
 static void last_send(uint64_t deadline_ns) {
+  resolve_devices();
   publish(NULL);
   pthread_mutex_lock(&client_mu);
+  drain_launches_locked();
   ipc_client_status(&client);
   ipc_client_flush(&client);
   while (ipc_client_connected(&client) && client.pending_off < client.pending_len && mono_ns() < deadline_ns) {
@@ -822,10 +955,23 @@ static int init(void) {
   }
   client.clock = clk;
   client.sndbuf = (int)cfg.sndbuf_kb * 1024;
+  {
+    /* The engine's identity, from the variables its SDK and the step hook
+     * read; inferprof-run sets service.instance.id. */
+    char inst[IPC_MAX_IDENT + 1], svc[IPC_MAX_IDENT + 1];
+    const char *ra = getenv("OTEL_RESOURCE_ATTRIBUTES");
+    resource_attr(ra, "service.instance.id", inst, sizeof(inst));
+    const char *sn = getenv("OTEL_SERVICE_NAME");
+    if (sn && *sn) snprintf(svc, sizeof(svc), "%s", sn);
+    else resource_attr(ra, "service.name", svc, sizeof(svc));
+    ipc_client_set_identity(&client, (uint32_t)getppid(), inst, svc);
+  }
+  if (cfg.launches && (lring = lr_new()) == NULL) LOG_WARN("cannot allocate the launch queue; launch records are off");
   if (CUPTI_CALL(act_register()) != CUPTI_SUCCESS) goto fail_client;
   if (!enable_kinds()) goto fail_client;
   client.hello_flags = (cfg.graph_mode ? IPC_HELLO_GRAPH_MODE : 0) | (sampled ? IPC_HELLO_RATE_LIMITED : 0) |
-                       (cfg.duty.period_ms ? IPC_HELLO_DUTY_CYCLE : 0) | (multi_sub ? IPC_HELLO_MULTI_SUB : 0);
+                       (cfg.duty.period_ms ? IPC_HELLO_DUTY_CYCLE : 0) | (multi_sub ? IPC_HELLO_MULTI_SUB : 0) |
+                       (lring ? IPC_HELLO_LAUNCHES : 0);
 
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

@@ -192,11 +192,25 @@ static long send_nb(ipc_client *c, const uint8_t *p, size_t n) {
   return (long)done;
 }
 
+/* close_records_frame writes the header of the open records or launches
+ * frame, now that its length is known. */
 static void close_records_frame(ipc_client *c) {
   if (c->rec_hdr < 0) return;
   size_t payload = c->len - (size_t)c->rec_hdr - IPC_HEADER_SIZE;
-  put_header(c->buf + c->rec_hdr, IPC_FRAME_RECORDS2, (uint32_t)payload);
+  put_header(c->buf + c->rec_hdr, c->rec_type, (uint32_t)payload);
   c->rec_hdr = -1;
+}
+
+/* open_records_frame starts a records or launches frame of fixed-size
+ * records, closing another open one. */
+static void open_records_frame(ipc_client *c, uint8_t type, uint16_t size) {
+  if (c->rec_hdr >= 0 && c->rec_type == type) return;
+  close_records_frame(c);
+  c->rec_hdr = (long)c->len;
+  c->rec_type = type;
+  put16(c->buf + c->len + IPC_HEADER_SIZE, size);
+  put16(c->buf + c->len + IPC_HEADER_SIZE + 2, 0);
+  c->len += IPC_HEADER_SIZE + IPC_RECORDS2_PREFIX;
 }
 
 static void reset_batch(ipc_client *c) {
@@ -233,6 +247,22 @@ static void backlog_batch(ipc_client *c) {
   reset_batch(c);
 }
 
+static size_t device_frame(const ipc_device *d, uint8_t *p) {
+  put_header(p, IPC_FRAME_DEVICE, IPC_DEVICE_SIZE);
+  put16(p + 12, d->ordinal);
+  put16(p + 14, d->flags);
+  put32(p + 16, 0);
+  memcpy(p + 20, d->uuid, 16);
+  memcpy(p + 36, d->mig, 16);
+  return IPC_HEADER_SIZE + IPC_DEVICE_SIZE;
+}
+
+#define HELLO_MAX                                                                            \
+  (IPC_HEADER_SIZE + 18 + IPC_MAX_HOST + IPC_HEADER_SIZE + 10 + 2 * IPC_MAX_IDENT +          \
+   IPC_MAX_DEVICES * (IPC_HEADER_SIZE + IPC_DEVICE_SIZE))
+
+/* hello_frame writes what opens every connection: hello, identity and the
+ * devices known so far (docs/cupti-wire.md, frames 1, 8 and 9). */
 static size_t hello_frame(ipc_client *c, uint8_t *p) {
   size_t hl = strlen(c->host);
   put_header(p, IPC_FRAME_HELLO, (uint32_t)(18 + hl));
@@ -241,7 +271,19 @@ static size_t hello_frame(ipc_client *c, uint8_t *p) {
   put64(p + 20, c->start_unix_ns);
   put16(p + 28, (uint16_t)hl);
   memcpy(p + 30, c->host, hl);
-  return IPC_HEADER_SIZE + 18 + hl;
+  size_t n = IPC_HEADER_SIZE + 18 + hl;
+  size_t il = strlen(c->instance), sl = strlen(c->service);
+  uint8_t *q = p + n;
+  put_header(q, IPC_FRAME_IDENTITY, (uint32_t)(10 + il + sl));
+  put32(q + 12, c->ppid);
+  put32(q + 16, 0);
+  q[20] = (uint8_t)il;
+  memcpy(q + 21, c->instance, il);
+  q[21 + il] = (uint8_t)sl;
+  memcpy(q + 22 + il, c->service, sl);
+  n += IPC_HEADER_SIZE + 10 + il + sl;
+  for (uint32_t i = 0; i < c->ndevices; i++) n += device_frame(&c->devices[i], p + n);
+  return n;
 }
 
 /* append_stats queues the cumulative counters, then liveness and the clock
@@ -258,6 +300,7 @@ static int append_stats(ipc_client *c) {
   put64(p + 36, c->stats.pool_exhausted);
   put64(p + 44, c->stats.overflow_dropped);
   put64(p + 52, c->stats.rate_limited);
+  put64(p + 60, c->stats.launches_dropped);
   p += IPC_HEADER_SIZE + IPC_STATS_SIZE;
   const ipc_liveness *l = &c->live;
   put_header(p, IPC_FRAME_LIVENESS, IPC_LIVENESS_SIZE);
@@ -305,7 +348,7 @@ void ipc_client_flush(ipc_client *c) {
     c->pending_len = c->pending_off = 0;
   }
   if (!c->hello_sent) {
-    uint8_t hello[IPC_HEADER_SIZE + 18 + IPC_MAX_HOST];
+    uint8_t hello[HELLO_MAX];
     size_t n = hello_frame(c, hello);
     long w = send_nb(c, hello, n);
     if (w < 0) {
@@ -389,12 +432,7 @@ void ipc_client_add(ipc_client *c, const ipc_record *r) {
       return;
     }
   }
-  if (c->rec_hdr < 0) {
-    c->rec_hdr = (long)c->len;
-    put16(c->buf + c->len + IPC_HEADER_SIZE, IPC_RECORD2_SIZE);
-    put16(c->buf + c->len + IPC_HEADER_SIZE + 2, 0);
-    c->len += IPC_HEADER_SIZE + IPC_RECORDS2_PREFIX;
-  }
+  open_records_frame(c, IPC_FRAME_RECORDS2, IPC_RECORD2_SIZE);
   uint8_t *p = c->buf + c->len;
   p[0] = r->kind;
   p[1] = r->sub;
@@ -410,6 +448,61 @@ void ipc_client_add(ipc_client *c, const ipc_record *r) {
   put64(p + 48, r->graph_node);
   c->len += IPC_RECORD2_SIZE;
   c->batch_records++;
+}
+
+void ipc_client_add_launch(ipc_client *c, const ipc_launch *l) {
+  if (c->fd < 0) {
+    try_connect(c);
+    if (c->fd < 0) {
+      c->stats.launches_dropped++;
+      return;
+    }
+  }
+  if (c->len + IPC_HEADER_SIZE + IPC_RECORDS2_PREFIX + IPC_LAUNCH_SIZE > IPC_BUF_SIZE) {
+    ipc_client_flush(c);
+    if (c->fd < 0) {
+      c->stats.launches_dropped++;
+      return;
+    }
+  }
+  open_records_frame(c, IPC_FRAME_LAUNCHES, IPC_LAUNCH_SIZE);
+  uint8_t *p = c->buf + c->len;
+  p[0] = l->kind;
+  p[1] = l->domain;
+  put16(p + 2, 0);
+  put32(p + 4, l->correlation);
+  put32(p + 8, l->tid);
+  put32(p + 12, 0);
+  put64(p + 16, l->time);
+  c->len += IPC_LAUNCH_SIZE;
+}
+
+static void copy_cut(char *dst, const char *src) {
+  size_t n = src ? strlen(src) : 0;
+  if (n > IPC_MAX_IDENT) n = IPC_MAX_IDENT;
+  if (n) memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+void ipc_client_set_identity(ipc_client *c, uint32_t ppid, const char *instance, const char *service) {
+  c->ppid = ppid;
+  copy_cut(c->instance, instance);
+  copy_cut(c->service, service);
+}
+
+void ipc_client_add_device(ipc_client *c, const ipc_device *d) {
+  uint32_t i = 0;
+  while (i < c->ndevices && c->devices[i].ordinal != d->ordinal) i++;
+  if (i == IPC_MAX_DEVICES) return;
+  c->devices[i] = *d;
+  if (i == c->ndevices) c->ndevices++;
+  /* A connection that already said hello gets the frame now; a new one
+   * gets every device after its hello. */
+  if (c->fd < 0 || !c->hello_sent) return;
+  if (c->len + IPC_HEADER_SIZE + IPC_DEVICE_SIZE > IPC_BUF_SIZE) ipc_client_flush(c);
+  if (c->fd < 0 || !c->hello_sent) return;
+  close_records_frame(c);
+  c->len += device_frame(d, c->buf + c->len);
 }
 
 void ipc_client_drop_fd(ipc_client *c) {

@@ -30,17 +30,34 @@ enum ipc_frame_type {
   IPC_FRAME_RECORDS2 = 5, /* records with a size prefix; v1 fields first */
   IPC_FRAME_LIVENESS = 6,
   IPC_FRAME_CLOCK = 7,
+  IPC_FRAME_IDENTITY = 8, /* instance id, service name, parent pid */
+  IPC_FRAME_DEVICE = 9,   /* a CUDA ordinal's GPU UUID */
+  IPC_FRAME_LAUNCHES = 10, /* kernel and graph launches, and marks */
 };
 
-#define IPC_STATS_SIZE 48
+#define IPC_STATS_SIZE 56
 #define IPC_LIVENESS_SIZE 48
 #define IPC_CLOCK_SIZE 24
+#define IPC_DEVICE_SIZE 40
+#define IPC_LAUNCH_SIZE 24
+#define IPC_MAX_IDENT 255 /* bytes of instance id and of service name */
+#define IPC_MAX_DEVICES 64
+
+/* Launch kinds; a mark says every launch before its time was sent. */
+#define IPC_LAUNCH_KERNEL 1
+#define IPC_LAUNCH_GRAPH 2
+#define IPC_LAUNCH_MARK 3
+#define IPC_DOMAIN_DRIVER 1
+#define IPC_DOMAIN_RUNTIME 2
+
+#define IPC_DEVICE_MIG 0x1u /* mig holds the MIG compute instance's UUID */
 
 /* Hello flags: how the library records, so the receiver can say so. */
 #define IPC_HELLO_GRAPH_MODE 0x1u   /* graph records only for kernels inside graphs */
 #define IPC_HELLO_RATE_LIMITED 0x2u /* token buckets drop some kernel records */
 #define IPC_HELLO_DUTY_CYCLE 0x4u   /* activity is on only part of the time */
 #define IPC_HELLO_MULTI_SUB 0x8u    /* CUPTI multi-subscriber mode */
+#define IPC_HELLO_LAUNCHES 0x10u    /* launch records and marks follow (frame 10) */
 
 /* Liveness state bits. */
 #define IPC_LIVE_ENABLED 0x1u   /* our activity kinds are enabled */
@@ -79,6 +96,25 @@ typedef struct ipc_record {
   uint64_t graph_node; /* CUDA graph node id, 0 if none */
 } ipc_record;
 
+/* A kernel or graph launch as the API-entry callback saw it. time is
+ * CLOCK_REALTIME, the clock engine steps are stamped with. */
+typedef struct ipc_launch {
+  uint8_t kind;   /* IPC_LAUNCH_* */
+  uint8_t domain; /* IPC_DOMAIN_* */
+  uint32_t correlation;
+  uint32_t tid;
+  uint64_t time; /* Unix ns */
+} ipc_launch;
+
+/* What a CUDA ordinal of this process is: the GPU's UUID
+ * (cuDeviceGetUuid) and, for a MIG compute instance, its own. */
+typedef struct ipc_device {
+  uint16_t ordinal;
+  uint16_t flags; /* IPC_DEVICE_MIG */
+  uint8_t uuid[16];
+  uint8_t mig[16];
+} ipc_device;
+
 typedef struct ipc_stats {
   uint64_t sent_records;
   uint64_t dropped_records; /* collector absent, slow, or a send failed */
@@ -89,6 +125,7 @@ typedef struct ipc_stats {
   uint64_t pool_exhausted;   /* buffer requests the pool could not serve */
   uint64_t overflow_dropped; /* records written to the overflow buffer, dropped */
   uint64_t rate_limited;     /* kernel records the token buckets dropped */
+  uint64_t launches_dropped; /* launch records lost: queue full, or no collector */
 } ipc_stats;
 
 /* Liveness: what the receiver needs to tell a quiet engine from a stream
@@ -133,11 +170,20 @@ typedef struct ipc_client {
   ipc_clock_fn now_ms;
   int sndbuf; /* SO_SNDBUF to request, 0 = system default */
 
+  /* Who the process is, sent after every hello (identity frame) with the
+   * devices learned so far. */
+  uint32_t ppid;
+  char instance[IPC_MAX_IDENT + 1];
+  char service[IPC_MAX_IDENT + 1];
+  ipc_device devices[IPC_MAX_DEVICES];
+  uint32_t ndevices;
+
   /* The batch being built: whole frames; rec_hdr is the offset of the open
-   * records frame's header, or -1. */
+   * records or launches frame's header (rec_type says which), or -1. */
   uint8_t *buf;
   size_t len;
   long rec_hdr;
+  uint8_t rec_type;
   uint32_t batch_records;
   /* Names first sent in this batch, to roll back when it is dropped. */
   uint16_t *batch_names;
@@ -175,6 +221,18 @@ int ipc_client_init(ipc_client *c, const char *path, uint32_t pid, const char *h
 /* ipc_client_add queues one record, flushing first if the batch is full.
  * When no collector is connected the record is dropped and counted. */
 void ipc_client_add(ipc_client *c, const ipc_record *r);
+
+/* ipc_client_add_launch queues one launch record (or mark); dropped and
+ * counted when no collector is connected. */
+void ipc_client_add_launch(ipc_client *c, const ipc_launch *l);
+
+/* ipc_client_set_identity sets what the identity frame says; call before
+ * the first flush. Strings longer than IPC_MAX_IDENT are cut. */
+void ipc_client_set_identity(ipc_client *c, uint32_t ppid, const char *instance, const char *service);
+
+/* ipc_client_add_device records a device's UUIDs and queues its frame; it
+ * is sent again on every new connection. */
+void ipc_client_add_device(ipc_client *c, const ipc_device *d);
 
 /* ipc_client_flush sends the batch (non-blocking), reconnecting with
  * exponential backoff when the collector is absent. */

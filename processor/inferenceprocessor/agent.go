@@ -87,6 +87,13 @@ func (p *inferenceProcessor) genaiSpan(b *batchState, rs ptrace.ResourceSpans, s
 	return false
 }
 
+// wantsEngineSpan reports whether engineSpan has anything to do with a
+// normalized span: price it, or give it to the agent assembly (which needs
+// its caller's trace context).
+func (p *inferenceProcessor) wantsEngineSpan(span ptrace.Span, r *request.Result) bool {
+	return r.Request && !r.Processed && (p.pricer != nil || p.agents != nil && !span.ParentSpanID().IsEmpty())
+}
+
 // engineSpan prices an engine request span and, when its caller sent trace
 // context, gives it to the agent assembly, which may hold it (take; it
 // returns true) until its caller's spans say which agent and user it served.

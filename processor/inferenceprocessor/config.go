@@ -48,6 +48,11 @@ type Config struct {
 	// engine.step spans of the same engine (the engine_step receiver).
 	EngineSteps StepsConfig `mapstructure:"engine_steps"`
 
+	// GPU ties each engine.step span to the CUDA kernels the step launched
+	// (from the cupti receiver of the same collector) and each request to
+	// its share of them.
+	GPU GPUConfig `mapstructure:"gpu"`
+
 	// Agents writes agent-run figures (time in model, tools and other,
 	// the engine queue share, turns) on agent-run spans.
 	Agents AgentsConfig `mapstructure:"agents"`
@@ -153,6 +158,31 @@ type StepsConfig struct {
 	_ struct{}
 }
 
+// GPUConfig bounds the step-to-kernel join. Step spans of an engine whose
+// processes stream CUPTI activity to this collector are held until their
+// kernel records arrived, then pass on with inferprof.step.gpu.*; request
+// spans whose steps are still held wait for them, then get inferprof.gpu.*.
+// Steps of engines without a CUPTI stream pass at once, marked
+// inferprof.step.gpu.missing=no_source.
+type GPUConfig struct {
+	// Enabled turns the join on. Default true; it holds nothing while no
+	// CUPTI stream is connected.
+	Enabled bool `mapstructure:"enabled"`
+	// Wait is how long a step span waits for its kernel records. CUPTI hands
+	// them over in buffers, usually well under a second after the kernels
+	// ran, but a buffer fills slowly under light load. A step whose records
+	// are all in passes as soon as they are. Default 5s. Must be positive.
+	Wait time.Duration `mapstructure:"wait"`
+	// MaxHeld caps the step and request spans held at once; past it the
+	// oldest step is finalized early with what it has
+	// (inferprof.step.gpu.missing=evicted) and requests pass without
+	// waiting. Default 100000. Must be positive.
+	MaxHeld int `mapstructure:"max_held"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
 // PrivacyConfig lists what content is removed from every span.
 type PrivacyConfig struct {
 	// Attributes are span and span-event attribute keys to delete. A key
@@ -195,6 +225,14 @@ func (cfg *Config) Validate() error {
 		}
 		if !(es.StallFactor > 1) {
 			errs = append(errs, errors.New("engine_steps.stall_factor must be above 1"))
+		}
+	}
+	if cfg.GPU.Enabled {
+		if cfg.GPU.Wait <= 0 {
+			errs = append(errs, errors.New("gpu.wait must be positive"))
+		}
+		if cfg.GPU.MaxHeld <= 0 {
+			errs = append(errs, errors.New("gpu.max_held must be positive"))
 		}
 	}
 	if cfg.SGLangJoin.Wait < 0 {

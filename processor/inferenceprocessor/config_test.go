@@ -60,6 +60,7 @@ func TestUnmarshalConfig(t *testing.T) {
 			Events:     []string{"gen_ai.user.message", "gen_ai.choice"},
 		},
 		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
+		GPU:         GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
 		Agents: AgentsConfig{
 			Enabled: true, Wait: 8 * time.Second, MaxHold: 2 * time.Minute, EngineWait: 6 * time.Second,
 			MaxSpans: 50000, MaxSpansPerTrace: 2000, MaxConversations: 1000, ConversationIdle: 30 * time.Minute,
@@ -92,6 +93,8 @@ func TestInvalidConfig(t *testing.T) {
 		"zero_max_age":       "engine_steps.max_age must be positive",
 		"low_stall_factor":   "engine_steps.stall_factor must be above 1",
 		"negative_gaps":      "engine_steps.max_itl_gaps must not be negative",
+		"zero_gpu_wait":      "gpu.wait must be positive",
+		"zero_gpu_held":      "gpu.max_held must be positive",
 		"no_currency":        `prices["gpt-4.1"].currency is required`,
 		"no_input":           `prices["gpt-4.1"].input is required`,
 		"negative_price":     `gpu_hour_price["NVIDIA H200"].price must be a finite number`,

@@ -53,6 +53,13 @@ func createDefaultConfig() component.Config {
 			StallFactor:  stepwindow.NewDefaultConfig().StallFactor,
 			MaxITLGaps:   256,
 		},
+		GPU: GPUConfig{
+			Enabled: true,
+			// Past the CUPTI library's flush (200 ms) and a few slowly
+			// filling buffers under light load.
+			Wait:    5 * time.Second,
+			MaxHeld: 100_000,
+		},
 		Agents: AgentsConfig{
 			Enabled: true,
 			// The OpenTelemetry SDK's batch span processor flushes every

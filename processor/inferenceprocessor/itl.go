@@ -18,41 +18,66 @@ import (
 
 // addSteps feeds every engine.step span of td into the step window before
 // any request span of td is looked up, so a batch holding both works in
-// either order. Step spans themselves pass on untouched: the connector turns
-// them into step metrics.
-func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) {
+// either order. Step spans pass on to the connector, which turns them into
+// step metrics; with the GPU join on, a step whose engine streams CUPTI
+// activity is first held for its kernels (gpu.go). It returns whether it
+// held any, leaving empty scopes and resources for the caller to remove.
+func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) bool {
 	var st stepwindow.Step // slices reused across the batch; Add copies what it keeps
 	added := 0
+	var moved []int
+	held := false
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
+			ss := sss.At(j)
+			spans := ss.Spans()
+			moved = moved[:0]
 			for k := 0; k < spans.Len(); k++ {
-				if key, ok := stepwindow.FromSpan(spans.At(k), rs.Resource(), &st); ok {
-					p.steps.Add(key, &st)
-					added++
+				span := spans.At(k)
+				if span.Name() != names.SpanEngineStep {
+					continue
 				}
+				var ref stepwindow.Ref
+				hasRef := false
+				if p.steps != nil {
+					if key, ok := stepwindow.FromSpan(span, rs.Resource(), &st); ok {
+						ref, hasRef = p.steps.AddRef(key, &st)
+						added++
+					}
+				}
+				if p.gpu != nil && p.holdStep(ctx, rs, ss, span, ref, hasRef) {
+					moved = append(moved, k)
+				}
+			}
+			if len(moved) > 0 {
+				removeIndexes(spans, moved)
+				held = true
 			}
 		}
 	}
 	if added > 0 {
 		p.tel.ProcessorInferenceSteps.Add(ctx, int64(added))
 	}
+	return held
 }
 
 // deferred handles a request span under defer_figures, its content already
 // removed: only the inter-token figures, which need this node's steps, are
 // written; the gateway's inference processor does the rest. The request id
-// is read as request.Normalize reads it (a string gen_ai.request.id).
-func (p *inferenceProcessor) deferred(span ptrace.Span, kind request.Kind, ri *resourceInfo) {
+// is read as request.Normalize reads it (a string gen_ai.request.id); it is
+// returned for the request's GPU figures, which need this node's steps too.
+func (p *inferenceProcessor) deferred(span ptrace.Span, kind request.Kind, ri *resourceInfo) string {
 	if p.steps == nil || kind == request.KindVLLMCore {
-		return
+		return ""
 	}
 	if v, ok := span.Attributes().Get(names.AttrRequestID); ok && v.Type() == pcommon.ValueTypeStr {
 		p.interTokenLatency(span, ri.instance, v.Str())
+		return v.Str()
 	}
+	return ""
 }
 
 // interTokenLatency rebuilds the request's token times from the steps that

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
@@ -42,6 +43,7 @@ type inferenceProcessor struct {
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
 	maxGaps    int                // engine_steps.max_itl_gaps
+	gpu        *gpuJoin           // nil when gpu is off (gpu.go)
 	agents     *agent.Assembler   // nil when agents.enabled is false
 	pricer     *cost.Pricer       // nil when nothing is priced
 	// deferFigures: request spans get privacy and inter-token latency only
@@ -122,6 +124,17 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			return nil, err
 		}
 	}
+	if cfg.GPU.Enabled {
+		p.gpu = newGPUJoin(cfg.GPU)
+		p.retry.maxSpans = max(p.retry.maxSpans, cfg.GPU.MaxHeld)
+		err = tel.RegisterProcessorInferenceGpuHeldCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(p.gpu.held()))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	// A node agent that defers the figures defers agent runs and cost too:
 	// the gateway sees every span of a trace, and every engine's requests.
 	if !cfg.DeferFigures {
@@ -169,25 +182,36 @@ func tickFor(cfg *Config) time.Duration {
 }
 
 func (p *inferenceProcessor) start(context.Context, component.Host) error {
-	if p.join == nil && p.agents == nil {
+	if p.join == nil && p.agents == nil && p.gpu == nil {
 		return nil
 	}
 	// Background work gets its own context, not Start's.
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
+	if p.gpu != nil {
+		p.gpu.win = gpuwindow.Acquire()
+		p.every(ctx, p.gpu.tick, p.tickGPU)
+	}
+	if p.join != nil {
+		p.every(ctx, p.tick, p.expire)
+	}
+	return nil
+}
+
+// every runs fn on a ticker of period d until ctx is done.
+func (p *inferenceProcessor) every(ctx context.Context, d time.Duration, fn func(context.Context, time.Time)) {
 	p.wg.Go(func() {
-		t := time.NewTicker(p.tick)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				p.expire(ctx, p.now())
+				fn(ctx, p.now())
 			}
 		}
 	})
-	return nil
 }
 
 // shutdown stops the ticker and releases every held span downstream: the
@@ -199,16 +223,21 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 			p.cancel()
 		}
 		p.wg.Wait()
-		var drained []join.Released
+		var pre ptrace.Traces
 		if p.join != nil {
-			drained = p.join.Drain()
+			if out := p.join.Drain(); len(out) > 0 {
+				pre = p.finishReleased(ctx, out) // may hold spans for their GPU figures
+			}
+		}
+		if p.gpu != nil && p.gpu.win != nil {
+			p.drainGPU(ctx) // may give spans to the agent assembly
 		}
 		var agentOut []agent.Release
 		if p.agents != nil {
 			agentOut = p.agents.Drain(p.now())
 			p.agentStats(ctx)
 		}
-		err = p.flush(ctx, drained, agentOut)
+		err = p.flush(ctx, pre, agentOut)
 		p.tel.Shutdown()
 		p.steps.Close()
 	})
@@ -216,12 +245,12 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 }
 
 func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
-	if p.steps != nil {
-		p.addSteps(ctx, td)
+	held := false
+	if p.steps != nil || p.gpu != nil {
+		held = p.addSteps(ctx, td)
 	}
 	var released []join.Released
 	var drop []int
-	held := false
 	var b batchState
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
@@ -260,7 +289,9 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					if !read {
 						ri, read = p.readResource(rs.Resource()), true
 					}
-					p.deferred(span, kind, &ri)
+					if id := p.deferred(span, kind, &ri); p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, id, nil, false) {
+						drop = append(drop, k)
+					}
 					continue
 				}
 				q := request.Queue{}
@@ -282,8 +313,11 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					ri, read = p.readResource(rs.Resource()), true
 				}
 				r := p.normalize(ctx, kind, spans, k, &ri, q)
-				if r.Request && !r.Processed && (p.pricer != nil || p.agents != nil && !span.ParentSpanID().IsEmpty()) {
-					span = spans.At(k) // phase spans may have moved it
+				span = spans.At(k) // phase spans may have moved it
+				switch {
+				case p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, true):
+					drop = append(drop, k) // held for its steps' GPU figures; released by tickGPU
+				case p.wantsEngineSpan(span, &r):
 					if p.engineSpan(&b, span, &ri, &r, takeSpan(rs, ss, span)) {
 						drop = append(drop, k)
 					}

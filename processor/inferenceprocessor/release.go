@@ -115,8 +115,12 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 		ri := p.readResource(rs.Resource())
 		r := p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
 			request.Queue{Seconds: rel.Queue, Known: rel.QueueKnown, Start: rel.QueueStart})
-		if r.Request && !r.Processed && (p.pricer != nil || p.agents != nil) {
-			p.engineSpan(&b, ss.Spans().At(0), &ri, &r, nil)
+		span := ss.Spans().At(0)
+		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, false) {
+			continue // held for its steps' GPU figures; released by tickGPU
+		}
+		if p.wantsEngineSpan(span, &r) {
+			p.engineSpan(&b, span, &ri, &r, nil)
 		}
 		rel.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	}
@@ -141,11 +145,11 @@ func (p *inferenceProcessor) sendReleased(ctx context.Context, out []join.Releas
 
 // flush sends what shutdown releases, and the spans still waiting for a
 // retry, once each; what is refused now is counted and reported.
-func (p *inferenceProcessor) flush(ctx context.Context, out []join.Released, agentOut []agent.Release) error {
+func (p *inferenceProcessor) flush(ctx context.Context, released ptrace.Traces, agentOut []agent.Release) error {
 	var errs []error
 	batches := p.retry.takeAll()
-	if len(out) > 0 {
-		batches = append(batches, pending{td: p.finishReleased(ctx, out)})
+	if released != (ptrace.Traces{}) && released.ResourceSpans().Len() > 0 {
+		batches = append(batches, pending{td: released})
 	}
 	if td := mergeReleases(agentOut); td.ResourceSpans().Len() > 0 {
 		batches = append(batches, pending{td: td})

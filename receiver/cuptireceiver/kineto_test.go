@@ -73,19 +73,20 @@ func TestKinetoFixturesThroughAggregation(t *testing.T) {
 			require.NoError(t, err)
 			md := agg.Flush(pcommon.Timestamp(1))
 			got := map[k]float64{}
-			rm := md.ResourceMetrics().At(0)
-			ms := rm.ScopeMetrics().At(0).Metrics()
-			for i := 0; i < ms.Len(); i++ {
-				if ms.At(i).Name() != names.MetricKernelDuration {
-					continue
-				}
-				dps := ms.At(i).Sum().DataPoints()
-				for j := 0; j < dps.Len(); j++ {
-					a := dps.At(j).Attributes()
-					n, _ := a.Get(names.AttrKernelName)
-					c, _ := a.Get(names.AttrKernelCategory)
-					d, _ := a.Get(names.AttrDeviceID)
-					got[k{n.Str(), c.Str(), d.Str()}] += dps.At(j).DoubleValue()
+			for r := 0; r < md.ResourceMetrics().Len(); r++ { // one resource per device
+				ms := md.ResourceMetrics().At(r).ScopeMetrics().At(0).Metrics()
+				for i := 0; i < ms.Len(); i++ {
+					if ms.At(i).Name() != names.MetricKernelDuration {
+						continue
+					}
+					dps := ms.At(i).Sum().DataPoints()
+					for j := 0; j < dps.Len(); j++ {
+						a := dps.At(j).Attributes()
+						n, _ := a.Get(names.AttrKernelName)
+						c, _ := a.Get(names.AttrKernelCategory)
+						d, _ := a.Get(names.AttrCUDADeviceOrdinal)
+						got[k{n.Str(), c.Str(), d.AsString()}] += dps.At(j).DoubleValue()
+					}
 				}
 			}
 			require.Len(t, got, len(want))
@@ -161,19 +162,21 @@ func TestKinetoBusyTimeIsTheUnion(t *testing.T) {
 	require.NoError(t, err)
 	md := agg.Flush(pcommon.Timestamp(1))
 	got := map[string]float64{}
-	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
-	for i := 0; i < ms.Len(); i++ {
-		if ms.At(i).Name() != names.MetricGPUBusyTime {
-			continue
-		}
-		dps := ms.At(i).Sum().DataPoints()
-		for j := 0; j < dps.Len(); j++ {
-			d, _ := dps.At(j).Attributes().Get(names.AttrDeviceID)
-			got[d.Str()] += dps.At(j).DoubleValue()
-			// The trace's own range, in Unix ns (the base time comes after the events).
-			// (Float µs in the direct computation: a nanosecond either way.)
-			assert.InDelta(t, 0, int64(dps.At(j).Timestamp())-int64(doc.Base+uint64(hi)), 1)
-			assert.InDelta(t, 0, int64(dps.At(j).StartTimestamp())-int64(doc.Base+uint64(lo)), 1)
+	for r := 0; r < md.ResourceMetrics().Len(); r++ { // one resource per device
+		ms := md.ResourceMetrics().At(r).ScopeMetrics().At(0).Metrics()
+		for i := 0; i < ms.Len(); i++ {
+			if ms.At(i).Name() != names.MetricGPUBusyTime {
+				continue
+			}
+			dps := ms.At(i).Sum().DataPoints()
+			for j := 0; j < dps.Len(); j++ {
+				d, _ := dps.At(j).Attributes().Get(names.AttrCUDADeviceOrdinal)
+				got[d.AsString()] += dps.At(j).DoubleValue()
+				// The trace's own range, in Unix ns (the base time comes after the events).
+				// (Float µs in the direct computation: a nanosecond either way.)
+				assert.InDelta(t, 0, int64(dps.At(j).Timestamp())-int64(doc.Base+uint64(hi)), 1)
+				assert.InDelta(t, 0, int64(dps.At(j).StartTimestamp())-int64(doc.Base+uint64(lo)), 1)
+			}
 		}
 	}
 	require.Len(t, got, len(want))

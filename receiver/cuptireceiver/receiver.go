@@ -50,6 +50,7 @@ type cuptiReceiver struct {
 	nextTraces  consumer.Traces
 	release     func() // forgets the shared instance at Shutdown
 	started     bool
+	corr        *correlation // the shared correlation window, from Start
 	tb          *metadata.TelemetryBuilder
 	agg         *aggregate.Aggregator
 	badLog      *zap.Logger // sampled: a reconnecting bad client cannot flood the log
@@ -118,6 +119,7 @@ func (r *cuptiReceiver) Start(_ context.Context, host component.Host) error {
 	r.mu.Unlock()
 	r.host = host
 	r.enableSpans()
+	r.windowStart()
 	if err := r.openKinetoStorage(context.Background(), host); err != nil {
 		return err
 	}
@@ -190,8 +192,10 @@ func (r *cuptiReceiver) accept(ctx context.Context) {
 }
 
 func (r *cuptiReceiver) serve(ctx context.Context, conn net.Conn) {
-	h := &connHandler{agg: r.agg, tb: r.tb, ctx: ctx, log: r.badLog, now: r.now, quietAfter: r.cfg.QuietAfter}
+	h := &connHandler{agg: r.agg, tb: r.tb, ctx: ctx, log: r.badLog, now: r.now, quietAfter: r.cfg.QuietAfter,
+		corr: connCorrelation{c: r.corr}}
 	defer func() {
+		h.closeCorrelation()
 		r.mu.Lock()
 		delete(r.conns, conn)
 		r.mu.Unlock()
@@ -245,6 +249,7 @@ type connHandler struct {
 	progress    time.Time // when CUPTI last completed a buffer to the library, by our clock
 	quiet       bool
 	clockWarned bool
+	corr        connCorrelation
 }
 
 func (h *connHandler) Hello(hl cuptiwire.Hello) error {
@@ -270,6 +275,7 @@ func (h *connHandler) Records(recs []cuptiwire.Record) error {
 		h.cache = aggregate.NewCache()
 	}
 	h.agg.Add(h.srcIdx, recs, h.kernels, h.cache)
+	h.correlate(recs)
 	return nil
 }
 
@@ -290,6 +296,7 @@ func (h *connHandler) Stats(s cuptiwire.Stats) error {
 	if d := s.RateLimited - h.stats.RateLimited; s.RateLimited > h.stats.RateLimited && h.tb != nil {
 		h.tb.ReceiverCuptiRateLimitedRecords.Add(h.ctx, int64(d))
 	}
+	h.reportEngineLaunchDrops(h.stats.LaunchesDropped, s.LaunchesDropped)
 	h.stats = s
 	return nil
 }
@@ -356,7 +363,11 @@ func (r *cuptiReceiver) flushLoop(ctx context.Context) {
 func (r *cuptiReceiver) flush(ctx context.Context) {
 	// Spans first: Flush forgets sources whose connections closed.
 	if r.nextTraces != nil {
-		if td := r.agg.FlushSpans(); td.SpanCount() > 0 {
+		var link aggregate.Linker
+		if r.corr != nil {
+			link = r.corr.link
+		}
+		if td := r.agg.FlushSpans(link); td.SpanCount() > 0 {
 			if err := r.nextTraces.ConsumeTraces(ctx, td); err != nil {
 				r.badLog.Warn("cupti kernel spans refused by the next consumer", zap.Int("spans", td.SpanCount()), zap.Error(err))
 			}
@@ -435,7 +446,11 @@ func (r *cuptiReceiver) scanKineto(ctx context.Context) {
 }
 
 func (r *cuptiReceiver) readTrace(ctx context.Context, path string) {
-	sum, err := readTraceFile(r.agg, path, kineto.DefaultLimits)
+	lim := kineto.DefaultLimits
+	if r.nextTraces != nil {
+		lim.StepEvents = kineto.DefaultStepEvents
+	}
+	sum, err := readTraceFile(r.agg, path, lim)
 	if err != nil {
 		r.tb.ReceiverCuptiBadTraceFiles.Add(ctx, 1)
 		if sum.Records > 0 {
@@ -449,6 +464,7 @@ func (r *cuptiReceiver) readTrace(ctx context.Context, path string) {
 		return
 	}
 	r.tb.ReceiverCuptiTraceFiles.Add(ctx, 1)
+	r.emitSteps(ctx, path, sum.Steps)
 	if sum.BusyOverstated > 0 || sum.Overflow > 0 {
 		r.set.Logger.Info("kineto trace past the reader's limits",
 			zap.String("file", path), zap.Duration("busy_time_overstated", time.Duration(sum.BusyOverstated)),
@@ -509,6 +525,7 @@ func (r *cuptiReceiver) Shutdown(ctx context.Context) error {
 		if r.cancel == nil {
 			return
 		}
+		defer r.windowStop()
 		r.mu.Lock()
 		r.stopping = true
 		for c := range r.conns {

@@ -45,6 +45,13 @@ type harness struct {
 
 func start(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
+	return startWithSpans(t, mutate, nil)
+}
+
+// startWithSpans starts a receiver that is also in a traces pipeline,
+// consuming into spans (none when nil).
+func startWithSpans(t *testing.T, mutate func(*Config), spans *consumertest.TracesSink) *harness {
+	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.Endpoint = filepath.Join(socketDir(t), "sock", "cupti.sock")
 	cfg.CollectionInterval = 20 * time.Millisecond
@@ -58,6 +65,9 @@ func start(t *testing.T, mutate func(*Config)) *harness {
 	r, err := newReceiver(metadatatest.NewSettings(tel), cfg)
 	require.NoError(t, err)
 	r.nextMetrics = sink
+	if spans != nil {
+		r.nextTraces = spans
+	}
 	require.NoError(t, r.Start(t.Context(), componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
 	return &harness{r: r, sink: sink, tel: tel, cfg: cfg}

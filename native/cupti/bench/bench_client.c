@@ -12,7 +12,13 @@
  * non-blocking ipc_client the injection library uses, and prints what it
  * sent and what it had to drop. --sndbuf-kb and --backlog-kb 0 give the
  * transport as it was before the backlog: system socket buffer, drop a
- * batch whenever the socket is full. */
+ * batch whenever the socket is full.
+ *
+ * It also measures what launch records (issue 13) add per launch: on the
+ * launching thread, the callback's timestamp and queue push
+ * (BenchmarkLaunchCallback); and in all, that plus draining the queue into
+ * the stream, against the kernel record every launch costs anyway
+ * (BenchmarkPerLaunch, impl=kernel_record versus impl=kernel_and_launch). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +32,7 @@
 #include <unistd.h>
 
 #include "../ipc_client.h"
+#include "../launch_ring.h"
 
 static volatile int stop;
 
@@ -38,6 +45,18 @@ static void *reader(void *arg) {
   }
   close(fd);
   return NULL;
+}
+
+static uint64_t realtime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void emit(void *arg, const ipc_launch *l) { ipc_client_add_launch(arg, l); }
+static void discard(void *arg, const ipc_launch *l) {
+  (void)arg;
+  (void)l;
 }
 
 static double now_s(void) {
@@ -160,6 +179,50 @@ int main(int argc, char **argv) {
   double dt = now_s() - t0;
   printf("BenchmarkEncodeSend/impl=c\t%ld\t%.2f ns/op\t%.0f records/s\t%llu sent-records\t%llu dropped-records\n", n, dt * 1e9 / (double)n,
          (double)n / dt, (unsigned long long)c.stats.sent_records, (unsigned long long)c.stats.dropped_records);
+
+  /* Launch records. One launch and its kernel record per op; the queue is
+   * drained every 4096 launches, as a completed buffer of kernels drains
+   * it in the library. */
+  launch_ring *lr = lr_new();
+  if (lr == NULL) return 1;
+  long m = n / 4;
+  for (int with = 0; with <= 1; with++) {
+    t0 = now_s();
+    for (long i = 0; i < m; i++) {
+      if (with) {
+        ipc_launch l = {.kind = IPC_LAUNCH_KERNEL, .domain = IPC_DOMAIN_RUNTIME, .correlation = (uint32_t)i, .tid = 7};
+        lr_push(lr, &l, realtime_ns);
+      }
+      ipc_record r = {.kind = IPC_KIND_KERNEL, .device = 0, .stream = 7, .start = 1700000000000000000ull + (uint64_t)i * 4000,
+                      .name = names[i & 63], .correlation = (uint32_t)i};
+      r.end = r.start + 3000;
+      if (with && (i & 4095) == 0) {
+        uint64_t mark;
+        lr_drain(lr, emit, &c, realtime_ns, &mark);
+      }
+      ipc_client_add(&c, &r);
+    }
+    uint64_t mark;
+    lr_drain(lr, emit, &c, realtime_ns, &mark);
+    ipc_client_flush(&c);
+    dt = now_s() - t0;
+    printf("BenchmarkPerLaunch/impl=%s\t%ld\t%.2f ns/op\n", with ? "kernel_and_launch" : "kernel_record", m, dt * 1e9 / (double)m);
+  }
+  /* What the launching thread pays: timestamp and push, drained by another
+   * thread as the flush thread does. */
+  t0 = now_s();
+  for (long i = 0; i < m; i++) {
+    ipc_launch l = {.kind = IPC_LAUNCH_KERNEL, .domain = IPC_DOMAIN_RUNTIME, .correlation = (uint32_t)i, .tid = 7};
+    lr_push(lr, &l, realtime_ns);
+    if ((i & 4095) == 4095) {
+      uint64_t mark;
+      lr_drain(lr, discard, NULL, realtime_ns, &mark);
+    }
+  }
+  dt = now_s() - t0;
+  printf("BenchmarkLaunchCallback/impl=push\t%ld\t%.2f ns/op\t%llu dropped-launches\n", m, dt * 1e9 / (double)m,
+         (unsigned long long)atomic_load(&lr->dropped));
+  free(lr);
   stop = 1;
   ipc_client_close(&c);
   pthread_join(t, NULL);

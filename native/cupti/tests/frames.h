@@ -36,6 +36,20 @@ typedef struct parsed {
   uint32_t live_states_seen; /* OR of every liveness state */
   uint64_t clock_frames, clock_error;
   int64_t clock_offset;
+  uint64_t stat_launches_dropped;
+  int identities;         /* identity frames */
+  int identity_at_start;  /* each identity came right after its hello */
+  uint32_t ppid;
+  char instance[256], service[256];
+  uint64_t device_frames;
+  uint16_t last_ordinal, last_device_flags;
+  uint8_t last_uuid[16], last_mig[16];
+  uint64_t launches, marks;
+  uint32_t last_launch_corr, last_launch_tid;
+  uint8_t last_launch_kind, last_launch_domain;
+  uint64_t last_launch_time, last_mark;
+  int last_type;          /* type of the previous frame */
+  int launches_before_kernels; /* a launches frame came before the first kernel */
   uint8_t defined[65536];
   uint32_t name_defs[65536]; /* times each id was defined */
   char last_name[IPC_MAX_STRING + 1];
@@ -59,7 +73,8 @@ static int parse_frames(const uint8_t *b, size_t n, parsed *out) {
     if (len > (1u << 20)) return -1;
     if (n - off - IPC_HEADER_SIZE < len) break;
     const uint8_t *p = h + IPC_HEADER_SIZE;
-    switch (h[5]) {
+    int type = h[5];
+    switch (type) {
     case IPC_FRAME_HELLO: {
       out->hellos++;
       out->pid = get32(p);
@@ -127,7 +142,53 @@ static int parse_frames(const uint8_t *b, size_t n, parsed *out) {
       out->stat_pool_exhausted = get64(p + 24);
       out->stat_overflow_dropped = get64(p + 32);
       out->stat_rate_limited = get64(p + 40);
+      out->stat_launches_dropped = get64(p + 48);
       break;
+    case IPC_FRAME_IDENTITY: {
+      if (!out->hellos || len < 10) return -1;
+      uint8_t il = p[8];
+      if (len < 10u + il) return -1;
+      uint8_t sl = p[9 + il];
+      if (len != 10u + il + sl) return -1;
+      out->identities++;
+      if (out->last_type == IPC_FRAME_HELLO) out->identity_at_start++;
+      out->ppid = get32(p);
+      memcpy(out->instance, p + 9, il);
+      out->instance[il] = 0;
+      memcpy(out->service, p + 10 + il, sl);
+      out->service[sl] = 0;
+      break;
+    }
+    case IPC_FRAME_DEVICE:
+      if (!out->hellos || len != IPC_DEVICE_SIZE) return -1;
+      out->device_frames++;
+      out->last_ordinal = get16(p);
+      out->last_device_flags = get16(p + 2);
+      memcpy(out->last_uuid, p + 8, 16);
+      memcpy(out->last_mig, p + 24, 16);
+      break;
+    case IPC_FRAME_LAUNCHES: {
+      if (!out->hellos || len < IPC_RECORDS2_PREFIX || get16(p) != IPC_LAUNCH_SIZE) return -1;
+      if ((len - IPC_RECORDS2_PREFIX) % IPC_LAUNCH_SIZE) return -1;
+      for (uint32_t i = IPC_RECORDS2_PREFIX; i < len; i += IPC_LAUNCH_SIZE) {
+        const uint8_t *l = p + i;
+        if (l[0] < IPC_LAUNCH_KERNEL || l[0] > IPC_LAUNCH_MARK) return -1;
+        if (l[0] == IPC_LAUNCH_MARK) {
+          if (get64(l + 16) < out->last_mark) return -1; /* marks never go back */
+          out->marks++;
+          out->last_mark = get64(l + 16);
+          continue;
+        }
+        out->launches++;
+        if (out->kernels == 0) out->launches_before_kernels = 1;
+        out->last_launch_kind = l[0];
+        out->last_launch_domain = l[1];
+        out->last_launch_corr = get32(l + 4);
+        out->last_launch_tid = get32(l + 8);
+        out->last_launch_time = get64(l + 16);
+      }
+      break;
+    }
     case IPC_FRAME_LIVENESS:
       if (len != IPC_LIVENESS_SIZE) return -1;
       out->liveness_frames++;
@@ -150,6 +211,7 @@ static int parse_frames(const uint8_t *b, size_t n, parsed *out) {
     default:
       return -1;
     }
+    out->last_type = type;
     off += IPC_HEADER_SIZE + len;
   }
   out->consumed = off;

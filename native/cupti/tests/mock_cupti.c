@@ -45,6 +45,7 @@
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 #include <cupti_version.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -621,12 +622,57 @@ void mock_complete_async(void) {
   pthread_join(t, NULL);
 }
 
-/* mock_launch is a kernel (or graph) launch seen at API entry. */
-void mock_launch(int graph, uint32_t corr) {
+static void callback(CUpti_CallbackDomain dom, CUpti_CallbackId id, CUpti_ApiCallbackSite site, uint32_t corr) {
   CUpti_CallbackData d;
   memset(&d, 0, sizeof(d));
-  d.callbackSite = CUPTI_API_ENTER;
+  d.callbackSite = site;
   d.correlationId = corr;
+  if (ours >= 0 && subs[ours].used && subs[ours].cb) subs[ours].cb(NULL, dom, id, &d);
+}
+
+/* mock_launch is a kernel (or graph) launch through the driver API, as
+ * Triton launches: the callback at entry, then at exit. */
+void mock_launch(int graph, uint32_t corr) {
   CUpti_CallbackId id = graph ? CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch : CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
-  if (ours >= 0 && subs[ours].used && subs[ours].cb) subs[ours].cb(NULL, CUPTI_CB_DOMAIN_DRIVER_API, id, &d);
+  callback(CUPTI_CB_DOMAIN_DRIVER_API, id, CUPTI_API_ENTER, corr);
+  callback(CUPTI_CB_DOMAIN_DRIVER_API, id, CUPTI_API_EXIT, corr);
+}
+
+/* mock_launch_runtime is cudaLaunchKernel reaching the driver's launch
+ * inside it (with an id of its own), both seen at entry and exit. */
+void mock_launch_runtime(uint32_t corr, uint32_t driver_corr) {
+  callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_ENTER, corr);
+  mock_launch(0, driver_corr);
+  callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_EXIT, corr);
+}
+
+/* ---- the driver calls the library names devices with (libcuda's, in a
+ * real process). CUdevice is the ordinal; UUID byte 0 is 0xA0 + ordinal;
+ * with MOCK_CUDA_MIG=1 the _v2 call returns a MIG UUID (byte 0 0xC0 +
+ * ordinal), as on a MIG compute instance. ---- */
+
+#ifdef INFERPROF_STUB_CUDA_H /* the stub declares no driver calls */
+typedef int CUresult;
+#endif
+#ifndef CUDAAPI
+#define CUDAAPI
+#endif
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *dev, int ordinal) {
+  if (ordinal < 0 || ordinal >= 8) return (CUresult)101; /* CUDA_ERROR_INVALID_DEVICE */
+  *dev = ordinal;
+  return (CUresult)0;
+}
+
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+  memset(uuid->bytes, 0x11, 16);
+  uuid->bytes[0] = (char)(0xA0 + dev);
+  return (CUresult)0;
+}
+
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+  cuDeviceGetUuid(uuid, dev);
+  const char *mig = getenv("MOCK_CUDA_MIG");
+  if (mig && strcmp(mig, "1") == 0) uuid->bytes[0] = (char)(0xC0 + dev);
+  return (CUresult)0;
 }

@@ -68,6 +68,18 @@ static void drain(int fd, buf *b) {
   }
 }
 
+/* accept_parse accepts the client's connection, reads what it sent so far
+ * and parses it; every byte must form whole, valid frames. */
+static parsed *accept_parse(int lfd, buf *b, int *fd) {
+  *fd = accept_nb(lfd);
+  drain(*fd, b);
+  parsed *p = calloc(1, sizeof(parsed));
+  CHECK(p != NULL);
+  CHECK(parse_frames(b->p, b->n, p) == 0);
+  CHECK(p->consumed == b->n);
+  return p;
+}
+
 static ipc_record kernel_rec(const char *name, uint64_t start) {
   ipc_record r = {.kind = IPC_KIND_KERNEL, .device = 0, .stream = 7, .start = start, .end = start + 1000, .name = name, .correlation = 1};
   return r;
@@ -109,12 +121,9 @@ static void test_stream_and_interning(void) {
   ipc_record m = {.kind = IPC_KIND_MEMCPY, .sub = 1, .device = 0, .start = 5, .end = 9, .bytes = 4096};
   ipc_client_add(&c, &m);
   ipc_client_flush(&c);
-  int fd = accept_nb(lfd);
+  int fd;
   buf b = {0};
-  drain(fd, &b);
-  parsed *p = calloc(1, sizeof(parsed));
-  CHECK(parse_frames(b.p, b.n, p) == 0);
-  CHECK(p->consumed == b.n);
+  parsed *p = accept_parse(lfd, &b, &fd);
   CHECK(p->hellos == 1 && p->pid == 4242 && strcmp(p->host, "node-7") == 0);
   CHECK(p->strings == 10);
   for (int id = 1; id <= 10; id++) CHECK(p->name_defs[id] == 1);
@@ -279,6 +288,75 @@ static void test_name_table_is_bounded(void) {
   ipc_client_close(&c);
 }
 
+/* Every connection opens with hello, identity and the devices known so
+ * far; a device learned later follows at once; launches and marks go in
+ * their own frames between records frames. */
+static void test_identity_devices_launches(void) {
+  char path[108];
+  sock_path(path, "ident.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 4242, "node-7", 1, fake_clock) == 0);
+  ipc_client_set_identity(&c, 4000, "7d9f0c1e-instance", "vllm");
+  ipc_device d0 = {.ordinal = 0, .uuid = {0x5a, 0x3f}};
+  ipc_client_add_device(&c, &d0);
+  ipc_launch l = {.kind = IPC_LAUNCH_KERNEL, .domain = IPC_DOMAIN_RUNTIME, .correlation = 41, .tid = 4243, .time = 7};
+  ipc_client_add_launch(&c, &l);
+  ipc_record r = kernel_rec("k", 1000);
+  r.correlation = 41;
+  ipc_client_add(&c, &r);
+  ipc_launch g = {.kind = IPC_LAUNCH_GRAPH, .domain = IPC_DOMAIN_DRIVER, .correlation = 42, .tid = 4243, .time = 8};
+  ipc_client_add_launch(&c, &g);
+  ipc_launch mark = {.kind = IPC_LAUNCH_MARK, .time = 9};
+  ipc_client_add_launch(&c, &mark);
+  ipc_client_flush(&c);
+  ipc_device d1 = {.ordinal = 1, .flags = IPC_DEVICE_MIG, .uuid = {0x5b}, .mig = {0x7c}};
+  ipc_client_add_device(&c, &d1);
+  ipc_client_flush(&c);
+  int fd;
+  buf b = {0};
+  parsed *p = accept_parse(lfd, &b, &fd);
+  CHECK(p->identities == 1 && p->identity_at_start == 1);
+  CHECK(p->ppid == 4000 && strcmp(p->instance, "7d9f0c1e-instance") == 0 && strcmp(p->service, "vllm") == 0);
+  CHECK(p->device_frames == 2);
+  CHECK(p->last_ordinal == 1 && p->last_device_flags == IPC_DEVICE_MIG && p->last_uuid[0] == 0x5b && p->last_mig[0] == 0x7c);
+  CHECK(p->launches == 2 && p->marks == 1 && p->last_mark == 9);
+  CHECK(p->last_launch_kind == IPC_LAUNCH_GRAPH && p->last_launch_domain == IPC_DOMAIN_DRIVER);
+  CHECK(p->last_launch_corr == 42 && p->last_launch_tid == 4243 && p->last_launch_time == 8);
+  CHECK(p->kernels == 1);
+
+  /* A new connection says who it is again, with both devices. */
+  close(fd);
+  ipc_client_add(&c, &r);
+  ipc_client_flush(&c); /* finds the connection closed */
+  fake_now += 1000;
+  ipc_client_add(&c, &r);
+  ipc_client_flush(&c);
+  buf b2 = {0};
+  parsed *p2 = accept_parse(lfd, &b2, &fd);
+  CHECK(p2->hellos == 1 && p2->identity_at_start == 1 && p2->device_frames == 2);
+  CHECK(strcmp(p2->instance, "7d9f0c1e-instance") == 0);
+  free(p);
+  free(p2);
+  free(b.p);
+  free(b2.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+/* Launches with no collector are dropped and counted. */
+static void test_launches_dropped_without_collector(void) {
+  char path[108];
+  sock_path(path, "nolaunch.sock");
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  ipc_launch l = {.kind = IPC_LAUNCH_KERNEL, .correlation = 1};
+  for (int i = 0; i < 10; i++) ipc_client_add_launch(&c, &l);
+  CHECK(c.stats.launches_dropped == 10);
+  ipc_client_close(&c);
+}
+
 static void test_bad_init(void) {
   ipc_client c;
   char longpath[200];
@@ -292,6 +370,8 @@ int main(void) {
   snprintf(dir, sizeof(dir), "/tmp/ipctest.XXXXXX");
   CHECK(mkdtemp(dir) != NULL);
   test_collector_absent();
+  test_identity_devices_launches();
+  test_launches_dropped_without_collector();
   test_stream_and_interning();
   test_reconnect_resends_names();
   test_slow_collector_never_blocks();

@@ -48,6 +48,7 @@ size_t mock_other_v2_stop(void);
 int mock_multi_state(void);
 int mock_ours_is_v2(void);
 void mock_launch(int graph, uint32_t corr);
+void mock_launch_runtime(uint32_t corr, uint32_t driver_corr);
 
 
 static const uint64_t T0 = 2000000000ull; /* CUPTI ns of the first record */
@@ -242,6 +243,24 @@ static void case_rate_limit(void) {
   exit(0);
 }
 
+/* Launch records: each launch once (a runtime launch's driver call inside
+ * it is not another), before the kernels they launched; the device's UUID
+ * from the driver; the identity from the OpenTelemetry variables. */
+static void case_launches(void) {
+  setenv("OTEL_RESOURCE_ATTRIBUTES", "k8s.pod.name=p,service.instance.id=inst%2D1", 1);
+  setenv("OTEL_SERVICE_NAME", "vllm", 1);
+  CHECK(InitializeInjection() == 1);
+  for (uint32_t i = 1; i <= 5; i++) mock_launch(0, i);
+  mock_launch_runtime(10, 11);
+  mock_launch(1, 20);
+  for (uint32_t i = 1; i <= 5; i++) CHECK(mock_emit_kernel("eager", T0 + i * 10, T0 + i * 10 + 5, 2, 1, i, 0, 0));
+  CHECK(mock_emit_kernel("runtime_launched", T0 + 100, T0 + 110, 2, 1, 10, 0, 0));
+  for (uint32_t i = 0; i < 3; i++) CHECK(mock_emit_kernel("in_graph", T0 + 200 + i * 10, T0 + 205 + i * 10, 2, 1, 20, 9, i + 1));
+  int f = mock_flushes();
+  WAIT_UNTIL(mock_flushes() >= f + 3);
+  exit(0);
+}
+
 static void case_busy(void) {
   setenv("MOCK_CUPTI_BUSY", "1", 1);
   CHECK(InitializeInjection() == 0);
@@ -315,6 +334,9 @@ static const struct {
     {"multisub_off", case_multisub_v1, {"MOCK_CUPTI_VERSION=130300", "INFERPROF_CUPTI_MULTI_SUBSCRIBER=0"}},
     {"multisub_refused", case_multisub_v1, {"MOCK_CUPTI_VERSION=130300", "MOCK_CUPTI_V2_FAIL=27" /* CUPTI_ERROR_NOT_SUPPORTED */}},
     {"multisub_held", case_multisub_held, {"MOCK_CUPTI_VERSION=130300", "MOCK_CUPTI_HELD_BY=Nsight Systems"}},
+    {"launches", case_launches, {NULL}},
+    {"launches_mig", case_launches, {"MOCK_CUDA_MIG=1"}},
+    {"launches_off", case_launches, {"INFERPROF_CUPTI_LAUNCHES=0"}},
 };
 
 /* ---- the collector side ---- */
@@ -420,7 +442,7 @@ int main(int argc, char **argv) {
   CHECK(r.p.live_last_buffer > 1600000000000000000ull);
   CHECK(r.p.live_state & IPC_LIVE_ENABLED);
   CHECK(r.p.clock_error > 0 && r.p.clock_error < 1000000000ull);
-  CHECK(r.p.hello_flags == 0);
+  CHECK(r.p.hello_flags == IPC_HELLO_LAUNCHES);
   printf("cupti layer streams Kernel9 records, names, graph node ids, liveness and clock: ok\n");
   passed++;
 
@@ -518,6 +540,27 @@ int main(int argc, char **argv) {
   CASE_OK(&r);
   CHECK(r.connections == 0);
   printf("cupti layer backs off when a tool holds CUPTI in single-subscriber v2 mode: ok\n");
+  passed++;
+
+  run_case(self, 16, &r); /* launches */
+  CASE_OK(&r);
+  CHECK(r.p.hello_flags & IPC_HELLO_LAUNCHES);
+  CHECK(r.p.identities == 1 && r.p.identity_at_start == 1);
+  CHECK(r.p.ppid == (uint32_t)getpid()); /* the case's parent is this process */
+  CHECK(strcmp(r.p.instance, "inst-1") == 0 && strcmp(r.p.service, "vllm") == 0);
+  CHECK(r.p.launches == 7); /* 5 driver, 1 runtime (its driver call is not counted again), 1 graph */
+  CHECK(r.p.last_launch_kind == IPC_LAUNCH_GRAPH && r.p.last_launch_corr == 20);
+  CHECK(r.p.last_launch_time > 1600000000000000000ull); /* wall clock */
+  CHECK(r.p.marks >= 1 && r.p.last_mark >= r.p.last_launch_time);
+  CHECK(r.p.launches_before_kernels && r.p.kernels == 9);
+  CHECK(r.p.device_frames >= 1 && r.p.last_ordinal == 2 && r.p.last_uuid[0] == 0xA2 && r.p.last_device_flags == 0);
+  run_case(self, 17, &r); /* launches_mig */
+  CASE_OK(&r);
+  CHECK(r.p.last_device_flags == IPC_DEVICE_MIG && r.p.last_uuid[0] == 0xA2 && r.p.last_mig[0] == 0xC2);
+  run_case(self, 18, &r); /* launches_off */
+  CASE_OK(&r);
+  CHECK((r.p.hello_flags & IPC_HELLO_LAUNCHES) == 0 && r.p.launches == 0 && r.p.kernels == 9);
+  printf("cupti layer sends each launch once before its kernels, the devices' UUIDs and the engine's identity: ok\n");
   passed++;
 
   unlink(sock_path);

@@ -25,6 +25,8 @@ var (
 	BoundsTokens       = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
 	BoundsBatchSize    = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 	BoundsStepTokens   = []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+	// Shares of a request's time, 0 to 1.
+	BoundsShare = []float64{0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 )
 
 // Spec describes one emitted metric. Descriptions and units match
@@ -35,6 +37,8 @@ type Spec struct {
 	skipErrors              bool // the metric has no error.type: failed requests are left out
 	hists                   []histPart
 	sums                    []sumPart
+	// categories, for a double sum with one point per kernel category.
+	categories func(*Series) []CategorySeconds
 	// perModel: a gauge per model and currency across the resource's cost
 	// series (cost per 1k output tokens).
 	perModel bool
@@ -139,6 +143,16 @@ var Specs = []Spec{
 		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.ITL }),
 	},
 	{
+		Name: names.MetricGPUTime, Unit: "s", kind: KindRequest,
+		Description: "GPU kernel time spent on requests, by kernel category: each request's share of the kernel time of the engine steps that gave it tokens, split by the tokens it got in each (inferprof.gpu.time, inferprof.gpu.categories).",
+		categories:  func(s *Series) []CategorySeconds { return s.Req.GPUTime },
+	},
+	{
+		Name: names.MetricCPUOverheadShare, Unit: "1", kind: KindRequest,
+		Description: "Share of a request's duration its engine steps spent with the GPU idle, waiting on the CPU (inferprof.latency.cpu_overhead over gen_ai.latency.e2e).",
+		hists:       reqHist(func(r *RequestStats) *Histogram { return &r.CPUOverheadShare }),
+	},
+	{
 		Name: names.MetricStepDuration, Unit: "s", kind: KindStep,
 		Description: "Wall-clock time of one engine scheduler iteration (an engine.step span).",
 		hists:       stepHist(func(p *StepStats) *Histogram { return &p.Duration }),
@@ -239,27 +253,44 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 				h.appendTo(m.Histogram().DataPoints(), s.attrs, p.attrKey(), p.tokenType, s.start, now)
 			}
 			for _, p := range spec.sums {
-				if m == (pmetric.Metric{}) {
-					ms, m = st.newMetric(md, ms, resAttrs, spec)
-					sum := m.SetEmptySum()
-					sum.SetIsMonotonic(true)
-					sum.SetAggregationTemporality(st.temporality())
-				}
-				dp := m.Sum().DataPoints().AppendEmpty()
-				s.attrs.CopyTo(dp.Attributes())
+				var dp pmetric.NumberDataPoint
+				ms, m, dp = st.sumPoint(md, ms, m, resAttrs, spec, s, now)
 				if p.tokenType != "" {
 					dp.Attributes().PutStr(attrTokenType, p.tokenType)
 				}
-				dp.SetStartTimestamp(s.start)
-				dp.SetTimestamp(now)
 				if p.dget != nil {
 					dp.SetDoubleValue(p.dget(s))
 				} else {
 					dp.SetIntValue(int64(p.get(s)))
 				}
 			}
+			if spec.categories == nil {
+				continue
+			}
+			for _, c := range spec.categories(s) {
+				var dp pmetric.NumberDataPoint
+				ms, m, dp = st.sumPoint(md, ms, m, resAttrs, spec, s, now)
+				dp.Attributes().PutStr(names.AttrKernelCategory, c.Category)
+				dp.SetDoubleValue(c.Seconds)
+			}
 		}
 	}
+}
+
+// sumPoint appends a data point of series s to the sum m, creating the
+// metric (monotonic, in the store's temporality) the first time.
+func (st *Store) sumPoint(md pmetric.Metrics, ms pmetric.MetricSlice, m pmetric.Metric, resAttrs pcommon.Map, spec *Spec, s *Series, now pcommon.Timestamp) (pmetric.MetricSlice, pmetric.Metric, pmetric.NumberDataPoint) {
+	if m == (pmetric.Metric{}) {
+		ms, m = st.newMetric(md, ms, resAttrs, spec)
+		sum := m.SetEmptySum()
+		sum.SetIsMonotonic(true)
+		sum.SetAggregationTemporality(st.temporality())
+	}
+	dp := m.Sum().DataPoints().AppendEmpty()
+	s.attrs.CopyTo(dp.Attributes())
+	dp.SetStartTimestamp(s.start)
+	dp.SetTimestamp(now)
+	return ms, m, dp
 }
 
 // newMetric adds a metric to the resource's scope, creating the resource the

@@ -39,7 +39,37 @@ type RequestStats struct {
 	TTFT, TPOT, Duration, Queue, Prefill, Decode, Other, ITL Histogram
 	InputTokens, OutputTokens                                Histogram
 	Requests, Goodput, InputTokenSum, OutputTokenSum         uint64
+	// GPUTime sums the requests' share of GPU kernel time, by kernel
+	// category (inferprof.gpu.categories / category_times).
+	GPUTime []CategorySeconds
+	// CPUOverheadShare observes each request's CPU overhead over its
+	// duration (inferprof.latency.cpu_overhead / e2e).
+	CPUOverheadShare Histogram
 }
+
+// CategorySeconds is GPU time of one kernel category.
+type CategorySeconds struct {
+	Category string
+	Seconds  float64
+}
+
+// AddGPUTime adds seconds of GPU time of category.
+func (r *RequestStats) AddGPUTime(category string, seconds float64) {
+	for i := range r.GPUTime {
+		if r.GPUTime[i].Category == category {
+			r.GPUTime[i].Seconds += seconds
+			return
+		}
+	}
+	if len(r.GPUTime) >= maxGPUCategories {
+		return
+	}
+	r.GPUTime = append(r.GPUTime, CategorySeconds{Category: category, Seconds: seconds})
+}
+
+// maxGPUCategories bounds the categories a series keeps (the built-in table
+// has 15; the rest are user rules).
+const maxGPUCategories = 64
 
 // StepStats are the aggregates of one engine step series.
 type StepStats struct {
@@ -202,6 +232,8 @@ func (st *Store) newRequestStats() *RequestStats {
 		ITL:          newHistogram(BoundsITL, ex),
 		InputTokens:  newHistogram(BoundsTokens, 0),
 		OutputTokens: newHistogram(BoundsTokens, 0),
+		// A share: 0 (the GPU never waited) to 1.
+		CPUOverheadShare: newHistogram(BoundsShare, ex),
 	}
 }
 

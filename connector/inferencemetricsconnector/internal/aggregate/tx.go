@@ -103,7 +103,7 @@ func (st *Store) recycle(r *RequestStats, p *StepStats) {
 }
 
 func (r *RequestStats) hists() []*Histogram {
-	return []*Histogram{&r.TTFT, &r.TPOT, &r.Duration, &r.Queue, &r.Prefill, &r.Decode, &r.Other, &r.ITL, &r.InputTokens, &r.OutputTokens}
+	return []*Histogram{&r.TTFT, &r.TPOT, &r.Duration, &r.Queue, &r.Prefill, &r.Decode, &r.Other, &r.ITL, &r.InputTokens, &r.OutputTokens, &r.CPUOverheadShare}
 }
 
 func (r *RequestStats) reset() {
@@ -111,6 +111,7 @@ func (r *RequestStats) reset() {
 		h.reset()
 	}
 	r.Requests, r.Goodput, r.InputTokenSum, r.OutputTokenSum = 0, 0, 0, 0
+	r.GPUTime = r.GPUTime[:0]
 }
 
 func (r *RequestStats) merge(o *RequestStats) {
@@ -121,6 +122,9 @@ func (r *RequestStats) merge(o *RequestStats) {
 	r.Goodput += o.Goodput
 	r.InputTokenSum += o.InputTokenSum
 	r.OutputTokenSum += o.OutputTokenSum
+	for _, c := range o.GPUTime {
+		r.AddGPUTime(c.Category, c.Seconds)
+	}
 }
 
 func (p *StepStats) reset() {

@@ -24,6 +24,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterProcessorInferenceGpuHeldCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -33,6 +37,8 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorInferenceAnomalies.Add(context.Background(), 1)
 	tb.ProcessorInferenceContentRemoved.Add(context.Background(), 1)
 	tb.ProcessorInferenceCostConflicts.Add(context.Background(), 1)
+	tb.ProcessorInferenceGpuRequests.Add(context.Background(), 1)
+	tb.ProcessorInferenceGpuSteps.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinEvictions.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinTimeouts.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
@@ -56,6 +62,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceCostConflicts(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceGpuHeld(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceGpuRequests(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferenceGpuSteps(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceJoinEvictions(t, testTel,

@@ -7,20 +7,14 @@ package aggregate // import "github.com/inferprof/inferprof/receiver/cuptireceiv
 
 import (
 	"cmp"
-	"encoding/binary"
-	"math"
-	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/kernelclass"
-	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
 )
 
@@ -55,10 +49,19 @@ const (
 
 // Source names where records came from; it becomes the resource.
 type Source struct {
-	Kind  SourceKind
-	Host  string
-	PID   uint32
-	Flags uint32 // cuptiwire.Hello* flags of the library's hello
+	Kind     SourceKind
+	Host     string
+	PID      uint32
+	Flags    uint32 // cuptiwire.Hello* flags of the library's hello
+	Instance string // service.instance.id, from the library's identity frame
+	Service  string // service.name, from the same
+}
+
+// DeviceID is what the library told of a CUDA ordinal: the GPU's UUID and,
+// for a MIG compute instance, its MIG UUID (both as nvidia-smi prints them).
+type DeviceID struct {
+	UUID string
+	MIG  string
 }
 
 // Series is the kernel name and category a raw kernel name maps to.
@@ -102,10 +105,11 @@ type Aggregator struct {
 	seriesIx map[series]uint32
 	sources  map[Source]uint32
 	srcList  []Source
-	srcRefs  []int         // open connections or files per source
-	srcLive  []bool        // false: the slot is free for reuse
-	srcFree  []uint32      // free source slots
-	srcSpan  []span        // Kineto sources: time range of the records since the last flush
+	srcRefs  []int    // open connections or files per source
+	srcLive  []bool   // false: the slot is free for reuse
+	srcFree  []uint32 // free source slots
+	srcSpan  []span   // Kineto sources: time range of the records since the last flush
+	srcDevs  []map[uint16]DeviceID
 	busyFree []int32       // free busy slots, from pruned sources
 	slots    map[key]int32 // key → index in vals; cleared at each flush
 	vals     []value
@@ -183,13 +187,14 @@ func (a *Aggregator) Source(src Source) (idx uint32, ok bool) {
 	case len(a.srcFree) > 0:
 		i = a.srcFree[len(a.srcFree)-1]
 		a.srcFree = a.srcFree[:len(a.srcFree)-1]
-		a.srcList[i], a.srcRefs[i], a.srcLive[i], a.srcSpan[i] = src, 1, true, span{}
+		a.srcList[i], a.srcRefs[i], a.srcLive[i], a.srcSpan[i], a.srcDevs[i] = src, 1, true, span{}, nil
 	case len(a.srcList) < a.limits.MaxSources:
 		i = uint32(len(a.srcList))
 		a.srcList = append(a.srcList, src)
 		a.srcRefs = append(a.srcRefs, 1)
 		a.srcLive = append(a.srcLive, true)
 		a.srcSpan = append(a.srcSpan, span{})
+		a.srcDevs = append(a.srcDevs, nil)
 	default:
 		return 0, false
 	}
@@ -204,6 +209,45 @@ func (a *Aggregator) Release(idx uint32) {
 	if int(idx) < len(a.srcRefs) && a.srcRefs[idx] > 0 {
 		a.srcRefs[idx]--
 	}
+}
+
+// SetDevice records what the library told of a device ordinal of src.
+func (a *Aggregator) SetDevice(src uint32, ordinal uint16, id DeviceID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if int(src) >= len(a.srcDevs) {
+		return
+	}
+	if a.srcDevs[src] == nil {
+		a.srcDevs[src] = map[uint16]DeviceID{}
+	}
+	if len(a.srcDevs[src]) < maxDevices {
+		a.srcDevs[src][ordinal] = id
+	}
+}
+
+// maxDevices bounds the devices a source may name; a process sees at most a
+// few dozen GPUs.
+const maxDevices = 1024
+
+// KernelName returns the shortened name of a kernel series.
+func (a *Aggregator) KernelName(series uint32) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if int(series) < len(a.series) {
+		return a.series[series].name
+	}
+	return OtherKernel
+}
+
+// Category returns the category of a kernel series.
+func (a *Aggregator) Category(series uint32) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if int(series) < len(a.series) {
+		return a.series[series].category
+	}
+	return kernelclass.CategoryOther
 }
 
 // Sources returns how many sources are registered.
@@ -375,108 +419,6 @@ func (a *Aggregator) add(src uint32, recs []cuptiwire.Record, kernels []uint32, 
 	return dropped
 }
 
-// EnableSpans keeps about ratio of kernel records, at most max per flush,
-// for FlushSpans. The buffer is allocated here, once.
-func (a *Aggregator) EnableSpans(ratio float64, maxPerFlush int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if ratio <= 0 || maxPerFlush <= 0 {
-		a.spanStride = 0
-		return
-	}
-	a.spanStride = uint64(math.Round(1 / ratio))
-	if a.spanStride == 0 {
-		a.spanStride = 1
-	}
-	a.spans = make([]spanRec, 0, maxPerFlush)
-}
-
-// sampleSpan is systematic sampling: cheap, and unbiased across kernels
-// because records of all kernels interleave.
-func (a *Aggregator) sampleSpan(src uint32, r *cuptiwire.Record, kernels []uint32) {
-	a.spanSeen++
-	if a.spanSeen%a.spanStride != 0 || len(a.spans) == cap(a.spans) {
-		return
-	}
-	var series uint32
-	if int(r.Name) < len(kernels) {
-		series = kernels[r.Name]
-	}
-	a.spans = append(a.spans, spanRec{src: src, series: series, rec: *r})
-}
-
-// FlushSpans returns the sampled kernel spans since the last call, one
-// trace per source, and empties the buffer.
-func (a *Aggregator) FlushSpans() ptrace.Traces {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	td := ptrace.NewTraces()
-	if len(a.spans) == 0 {
-		return td
-	}
-	slices.SortFunc(a.spans, func(x, y spanRec) int {
-		return cmp.Or(cmp.Compare(x.src, y.src), cmp.Compare(x.rec.Start, y.rec.Start))
-	})
-	var ss ptrace.ScopeSpans
-	var traceID pcommon.TraceID
-	cur := ^uint32(0)
-	for _, sp := range a.spans {
-		if sp.src != cur {
-			cur = sp.src
-			rs := td.ResourceSpans().AppendEmpty()
-			a.resource(sp.src, rs.Resource().Attributes())
-			ss = rs.ScopeSpans().AppendEmpty()
-			ss.Scope().SetName(scopeName)
-			binary.LittleEndian.PutUint64(traceID[:8], rand.Uint64())
-			binary.LittleEndian.PutUint64(traceID[8:], rand.Uint64())
-		}
-		s := a.series[sp.series]
-		span := ss.Spans().AppendEmpty()
-		span.SetName(s.name)
-		span.SetTraceID(traceID)
-		var id pcommon.SpanID
-		binary.LittleEndian.PutUint64(id[:], rand.Uint64()|1)
-		span.SetSpanID(id)
-		span.SetKind(ptrace.SpanKindInternal)
-		span.SetStartTimestamp(pcommon.Timestamp(sp.rec.Start))
-		span.SetEndTimestamp(pcommon.Timestamp(sp.rec.End))
-		attrs := span.Attributes()
-		attrs.EnsureCapacity(6)
-		attrs.PutStr(names.AttrKernelName, s.name)
-		attrs.PutStr(names.AttrKernelCategory, s.category)
-		attrs.PutStr(names.AttrDeviceID, deviceName(sp.rec.Device))
-		attrs.PutInt("inferprof.gpu.stream", int64(sp.rec.Stream))
-		attrs.PutInt("inferprof.cuda.correlation_id", int64(sp.rec.Correlation))
-		if sp.rec.GraphID != 0 {
-			attrs.PutInt("inferprof.cuda.graph_id", int64(sp.rec.GraphID))
-		}
-	}
-	a.spans = a.spans[:0]
-	return td
-}
-
-// resource writes a source's resource attributes (the same as the
-// metrics' resource) into m.
-func (a *Aggregator) resource(src uint32, m pcommon.Map) {
-	s := a.srcList[src]
-	switch s.Kind {
-	case SourceKindCUPTI:
-		m.PutStr("inferprof.activity.source", "cupti")
-		m.PutInt("process.pid", int64(s.PID))
-		if s.Host != "" {
-			m.PutStr("host.name", s.Host)
-		}
-		if s.Flags&cuptiwire.HelloGraphMode != 0 {
-			m.PutStr("inferprof.cupti.graph_mode", "graph")
-		} else {
-			m.PutStr("inferprof.cupti.graph_mode", "node")
-		}
-		m.PutBool("inferprof.cupti.sampled", s.Flags&(cuptiwire.HelloRateLimited|cuptiwire.HelloDutyCycle) != 0)
-	case SourceKindKineto:
-		m.PutStr("inferprof.activity.source", "kineto")
-	}
-}
-
 // slot finds or makes the slot of a record's key.
 func (a *Aggregator) slot(src uint32, r *cuptiwire.Record, kernels []uint32) (int32, bool) {
 	k := key{src: src, kind: r.Kind, device: r.Device}
@@ -597,20 +539,45 @@ func (a *Aggregator) emitSource(start, now pcommon.Timestamp, src uint32, keys [
 	for hi < len(keys) && keys[hi].src == src {
 		hi++
 	}
-	for i := lo; i < hi; {
-		dev := keys[i].device
+	busy := map[uint16]uint64{}
+	for k, i := range a.busyIx {
+		if s := a.busyVals[i]; k.src == src && s.busy > 0 {
+			busy[k.device] = s.busy
+		}
+	}
+	devs := make([]uint16, 0, len(busy)+2)
+	for d := range busy {
+		devs = append(devs, d)
+	}
+	for i := lo; i < hi; i++ {
+		if len(devs) == 0 || !slices.Contains(devs, keys[i].device) {
+			devs = append(devs, keys[i].device)
+		}
+	}
+	slices.Sort(devs)
+	// One resource per device: the GPU's UUID (hw.id) is a resource
+	// attribute, as in the nvml receiver, so the two join on it.
+	for _, dev := range devs {
+		i := lo
+		for i < hi && keys[i].device < dev {
+			i++
+		}
 		j := i
 		for j < hi && keys[j].device == dev {
 			j++
 		}
-		a.emitDevice(now, src, dev, keys[i:j])
-		i = j
-	}
-	for k, i := range a.busyIx {
-		if s := a.busyVals[i]; k.src == src && s.busy > 0 {
-			a.mb.RecordInferprofGpuBusyTimeDataPoint(now, seconds(s.busy), deviceName(k.device))
+		if i < j {
+			a.emitDevice(now, src, dev, keys[i:j])
 		}
+		if b := busy[dev]; b > 0 {
+			a.mb.RecordInferprofGpuBusyTimeDataPoint(now, seconds(b), deviceOrdinal(dev))
+		}
+		a.mb.EmitForResource(metadata.WithResource(a.resourceOf(src, dev)), metadata.WithStartTimeOverride(start))
 	}
+}
+
+// resourceOf is the resource of one device of one source.
+func (a *Aggregator) resourceOf(src uint32, dev uint16) pcommon.Resource {
 	rb := a.mb.NewResourceBuilder()
 	s := a.srcList[src]
 	switch s.Kind {
@@ -619,6 +586,12 @@ func (a *Aggregator) emitSource(start, now pcommon.Timestamp, src uint32, keys [
 		rb.SetProcessPid(int64(s.PID))
 		if s.Host != "" {
 			rb.SetHostName(s.Host)
+		}
+		if s.Instance != "" {
+			rb.SetServiceInstanceID(s.Instance)
+		}
+		if s.Service != "" {
+			rb.SetServiceName(s.Service)
 		}
 		if s.Flags&cuptiwire.HelloGraphMode != 0 {
 			rb.SetInferprofCuptiGraphModeGraph()
@@ -629,7 +602,15 @@ func (a *Aggregator) emitSource(start, now pcommon.Timestamp, src uint32, keys [
 	case SourceKindKineto:
 		rb.SetInferprofActivitySourceKineto()
 	}
-	a.mb.EmitForResource(metadata.WithResource(rb.Emit()), metadata.WithStartTimeOverride(start))
+	if id, ok := a.srcDevs[src][dev]; ok {
+		if id.UUID != "" {
+			rb.SetHwID(id.UUID)
+		}
+		if id.MIG != "" {
+			rb.SetInferprofGpuMigUUID(id.MIG)
+		}
+	}
+	return rb.Emit()
 }
 
 // chosenKey is one device of one source.
@@ -639,7 +620,7 @@ type chosenKey struct {
 }
 
 func (a *Aggregator) emitDevice(now pcommon.Timestamp, src uint32, dev uint16, keys []key) {
-	devName := deviceName(dev)
+	devName := deviceOrdinal(dev)
 	a.scratch = a.scratch[:0]
 	for _, k := range keys {
 		v := a.vals[a.slots[k]]
@@ -722,24 +703,13 @@ func (a *Aggregator) emitDevice(now pcommon.Timestamp, src uint32, dev uint16, k
 
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
 
-// deviceName is the hw.id value; the few first ordinals are preformatted.
-func deviceName(d uint16) string {
+// deviceOrdinal is the inferprof.cuda.device.ordinal value: -1 unknown.
+func deviceOrdinal(d uint16) int64 {
 	if d == cuptiwire.DeviceUnknown {
-		return "unknown"
+		return -1
 	}
-	if int(d) < len(deviceNames) {
-		return deviceNames[d]
-	}
-	return strconv.Itoa(int(d))
+	return int64(d)
 }
-
-var deviceNames = func() []string {
-	s := make([]string, 64)
-	for i := range s {
-		s[i] = strconv.Itoa(i)
-	}
-	return s
-}()
 
 // The generated enums are CUPTI's numbering plus one; values a newer CUPTI
 // adds fall back to unknown.

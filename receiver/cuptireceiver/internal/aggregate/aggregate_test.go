@@ -98,16 +98,16 @@ func TestTopKernelsAndOtherPerCategory(t *testing.T) {
 	require.Zero(t, a.Add(src, recs, ids, NewCache()))
 	ps := flatten(a.Flush(pcommon.Timestamp(10)))
 
-	get := func(name, cat, dev string) float64 {
-		v, ok := find(ps, names.MetricKernelDuration, map[string]any{names.AttrKernelName: name, names.AttrKernelCategory: cat, names.AttrDeviceID: dev})
-		require.True(t, ok, "%s/%s/%s", name, cat, dev)
+	get := func(name, cat string, dev int64) float64 {
+		v, ok := find(ps, names.MetricKernelDuration, map[string]any{names.AttrKernelName: name, names.AttrKernelCategory: cat, names.AttrCUDADeviceOrdinal: dev})
+		require.True(t, ok, "%s/%s/%d", name, cat, dev)
 		return v
 	}
-	assert.InDelta(t, 3000e-9, get("flash::flash_fwd_kernel", "attention", "0"), 1e-15)
-	assert.InDelta(t, 2000e-9, get("ampere_sgemm_128x64_tn", "gemm", "0"), 1e-15)
-	assert.InDelta(t, 500e-9, get("other", "normalization", "0"), 1e-15)
-	assert.InDelta(t, 100e-9, get("other", "gemm", "0"), 1e-15)
-	assert.InDelta(t, 50e-9, get("ampere_hgemm_64x64_nn", "gemm", "1"), 1e-15, "device 1 has its own top list")
+	assert.InDelta(t, 3000e-9, get("flash::flash_fwd_kernel", "attention", 0), 1e-15)
+	assert.InDelta(t, 2000e-9, get("ampere_sgemm_128x64_tn", "gemm", 0), 1e-15)
+	assert.InDelta(t, 500e-9, get("other", "normalization", 0), 1e-15)
+	assert.InDelta(t, 100e-9, get("other", "gemm", 0), 1e-15)
+	assert.InDelta(t, 50e-9, get("ampere_hgemm_64x64_nn", "gemm", 1), 1e-15, "device 1 has its own top list")
 	n, ok := find(ps, names.MetricKernelCount, map[string]any{names.AttrKernelName: "other", names.AttrKernelCategory: "normalization"})
 	require.True(t, ok)
 	assert.Equal(t, 2.0, n)
@@ -134,7 +134,7 @@ func TestBusyTimeIsTheUnion(t *testing.T) {
 	}
 	a.Add(src, recs, k, NewCache())
 	ps := flatten(a.Flush(5))
-	busy, ok := find(ps, "inferprof.gpu.busy.time", map[string]any{names.AttrDeviceID: "0"})
+	busy, ok := find(ps, "inferprof.gpu.busy.time", map[string]any{names.AttrCUDADeviceOrdinal: int64(0)})
 	require.True(t, ok)
 	assert.InDelta(t, 200e-9, busy, 1e-15)
 	b, ok := find(ps, "inferprof.gpu.memcpy.bytes", map[string]any{"inferprof.gpu.memcpy.kind": "host_to_device"})
@@ -232,7 +232,7 @@ func TestNamesMatchSharedConstants(t *testing.T) {
 			got[p.metric][attr] = true
 		}
 	}
-	dev := names.AttrDeviceID
+	dev := names.AttrCUDADeviceOrdinal
 	want := map[string]map[string]bool{
 		names.MetricKernelDuration: {names.AttrKernelName: true, names.AttrKernelCategory: true, dev: true},
 		names.MetricKernelCount:    {names.AttrKernelName: true, names.AttrKernelCategory: true, dev: true},

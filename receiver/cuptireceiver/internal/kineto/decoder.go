@@ -78,13 +78,14 @@ type Event struct {
 	Stream   int64 // args.stream
 	Corr     int64 // args.correlation; launches and the kernels they launched share it
 	External int64 // args["External id"]: the CPU op or annotation a launch belongs to
+	PID, TID int64 // pid and tid: the process and thread of a CPU event; -1 when absent or not a number
 	Bytes    int64 // args.bytes
 	SyncKind []byte
 	catSeen  bool
 }
 
 func (e *Event) reset() {
-	*e = Event{Name: e.Name[:0], SyncKind: e.SyncKind[:0], Device: -1}
+	*e = Event{Name: e.Name[:0], SyncKind: e.SyncKind[:0], Device: -1, PID: -1, TID: -1}
 }
 
 // ErrNotTrace means the input is JSON but not a Kineto trace.
@@ -276,6 +277,16 @@ func (d *Decoder) event(ev *Event) error {
 			if err := d.args(ev); err != nil {
 				return fmt.Errorf("args: %w", err)
 			}
+		case keyPID, keyTID:
+			dst := &ev.PID
+			if key == keyTID {
+				dst = &ev.TID
+			}
+			if v, ok, err := d.optInt(); err != nil {
+				return err
+			} else if ok {
+				*dst = v
+			}
 		default:
 			if err := s.skip(); err != nil {
 				return err
@@ -307,6 +318,8 @@ const (
 	keyExternal
 	keyBytes
 	keySyncKind
+	keyPID
+	keyTID
 )
 
 func eventKey(k []byte) int {
@@ -323,6 +336,10 @@ func eventKey(k []byte) int {
 		return keyDur
 	case "args":
 		return keyArgs
+	case "pid":
+		return keyPID
+	case "tid":
+		return keyTID
 	}
 	return keyOther
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/gpuwindow"
 )
 
 // Limits bound what one file may hold in memory.
@@ -35,11 +36,21 @@ type Limits struct {
 	// NameBytes bounds the kernel-name table; later new names go to the
 	// overflow id 0, which the aggregator sums as "other".
 	NameBytes int
+	// StepEvents, when positive, turns on step figures (Summary.Steps):
+	// it bounds the ProfilerStep annotations, launches and kernels kept to
+	// compute them, 32 bytes each; past it the steps are marked incomplete.
+	// The handler must implement StepNames.
+	StepEvents int
 }
 
 // DefaultLimits keep a file's state under about 40 MiB, whatever its size:
-// 128 Ki records (7 MiB), 1 Mi intervals (16 MiB), 16 MiB of names.
+// 128 Ki records (7 MiB), 1 Mi intervals (16 MiB), 16 MiB of names; with
+// step figures, 32 MiB more for 1 Mi launches and kernels.
 var DefaultLimits = Limits{Batch: 1 << 17, Intervals: 1 << 20, NameBytes: 16 << 20}
+
+// DefaultStepEvents is the StepEvents the receiver sets when it makes
+// step spans.
+const DefaultStepEvents = 1 << 20
 
 // Handler receives a trace while it is read.
 type Handler interface {
@@ -68,6 +79,9 @@ type Summary struct {
 	Busy      []DeviceBusy
 	Overflow  uint64 // records whose kernel name went to the overflow id
 	Unordered bool   // some batch left before the base time was known
+	// Steps are the ProfilerStep#N annotations and the GPU work each
+	// launched, with Limits.StepEvents.
+	Steps []Step
 	// BusyOverstated bounds the idle time merged into busy time because a
 	// device had more than Limits.Intervals separate busy intervals (a
 	// later record inside a merged gap makes the real error smaller).
@@ -119,13 +133,20 @@ type reader struct {
 	hasBase bool
 	lo, hi  uint64 // relative to base when emitted before it was known
 	sorted  []cuptiwire.Record
+	steps   *stepCollector // nil without step figures
 }
 
 // Read decodes one trace from r.
 func Read(r io.Reader, h Handler, lim Limits) (Summary, error) {
 	rd := &reader{h: h, lim: lim, names: map[string]uint32{}, nextID: 1, busy: map[uint16]*intervals{}}
 	rd.batch = make([]cuptiwire.Record, 0, min(lim.Batch, 4096))
-	d := NewDecoder(r, GPUCategories)
+	want := GPUCategories
+	names, stepNames := h.(StepNames)
+	if lim.StepEvents > 0 && stepNames {
+		rd.steps = &stepCollector{max: lim.StepEvents}
+		want = AllCategories
+	}
+	d := NewDecoder(r, want)
 	var ev Event
 	for {
 		ok, err := d.Next(&ev)
@@ -160,6 +181,9 @@ func Read(r io.Reader, h Handler, lim Limits) (Summary, error) {
 		rd.sum.Busy = append(rd.sum.Busy, DeviceBusy{Device: dev, NS: iv.total()})
 		rd.sum.BusyOverstated += iv.overstated
 	}
+	if rd.steps != nil {
+		rd.sum.Steps = rd.steps.steps(rd.base, names, gpuwindow.NewDefaultConfig().TopKernels)
+	}
 	slices.SortFunc(rd.sum.Busy, func(a, b DeviceBusy) int { return int(a.Device) - int(b.Device) })
 	return rd.sum, nil
 }
@@ -180,6 +204,9 @@ func kindOf(c Category) cuptiwire.RecordKind {
 
 func (rd *reader) add(ev *Event) error {
 	kind := kindOf(ev.Cat)
+	if rd.steps != nil && kind == 0 && ev.Phase == 'X' {
+		rd.steps.add(ev, 0) // an annotation or a launch
+	}
 	if kind == 0 || ev.Phase != 'X' {
 		return nil
 	}
@@ -212,6 +239,9 @@ func (rd *reader) add(ev *Event) error {
 	switch kind {
 	case cuptiwire.RecordKindKernel:
 		rec.Name = rd.nameID(ev.Name)
+		if rd.steps != nil {
+			rd.steps.add(ev, rec.Name)
+		}
 	case cuptiwire.RecordKindMemcpy:
 		rec.Sub = MemcpyKind(ev.Name)
 	case cuptiwire.RecordKindMemset:

@@ -13,7 +13,7 @@ import (
 type InferprofGpuBusyTimeMetricAttributeKey string
 
 const (
-	InferprofGpuBusyTimeMetricAttributeKeyDevice InferprofGpuBusyTimeMetricAttributeKey = "hw.id"
+	InferprofGpuBusyTimeMetricAttributeKeyDevice InferprofGpuBusyTimeMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuBusyTimeMetricConfig provides config for the inferprof.gpu.busy.time metric.
@@ -44,7 +44,7 @@ func (ms *InferprofGpuBusyTimeMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuBusyTimeMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.busy.time doesn't have an attribute %v, valid attributes: [hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.busy.time doesn't have an attribute %v, valid attributes: [inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -61,7 +61,7 @@ func (ms *InferprofGpuBusyTimeMetricConfig) Validate() error {
 type InferprofGpuGraphDurationMetricAttributeKey string
 
 const (
-	InferprofGpuGraphDurationMetricAttributeKeyDevice InferprofGpuGraphDurationMetricAttributeKey = "hw.id"
+	InferprofGpuGraphDurationMetricAttributeKeyDevice InferprofGpuGraphDurationMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuGraphDurationMetricConfig provides config for the inferprof.gpu.graph.duration metric.
@@ -92,7 +92,7 @@ func (ms *InferprofGpuGraphDurationMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuGraphDurationMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.graph.duration doesn't have an attribute %v, valid attributes: [hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.graph.duration doesn't have an attribute %v, valid attributes: [inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -111,7 +111,7 @@ type InferprofGpuKernelCountMetricAttributeKey string
 const (
 	InferprofGpuKernelCountMetricAttributeKeyKernelName     InferprofGpuKernelCountMetricAttributeKey = "gpu.kernel.name"
 	InferprofGpuKernelCountMetricAttributeKeyKernelCategory InferprofGpuKernelCountMetricAttributeKey = "gpu.kernel.category"
-	InferprofGpuKernelCountMetricAttributeKeyDevice         InferprofGpuKernelCountMetricAttributeKey = "hw.id"
+	InferprofGpuKernelCountMetricAttributeKeyDevice         InferprofGpuKernelCountMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuKernelCountMetricConfig provides config for the inferprof.gpu.kernel.count metric.
@@ -142,7 +142,7 @@ func (ms *InferprofGpuKernelCountMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuKernelCountMetricAttributeKeyKernelName, InferprofGpuKernelCountMetricAttributeKeyKernelCategory, InferprofGpuKernelCountMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.kernel.count doesn't have an attribute %v, valid attributes: [gpu.kernel.name, gpu.kernel.category, hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.kernel.count doesn't have an attribute %v, valid attributes: [gpu.kernel.name, gpu.kernel.category, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -161,7 +161,7 @@ type InferprofGpuKernelDurationMetricAttributeKey string
 const (
 	InferprofGpuKernelDurationMetricAttributeKeyKernelName     InferprofGpuKernelDurationMetricAttributeKey = "gpu.kernel.name"
 	InferprofGpuKernelDurationMetricAttributeKeyKernelCategory InferprofGpuKernelDurationMetricAttributeKey = "gpu.kernel.category"
-	InferprofGpuKernelDurationMetricAttributeKeyDevice         InferprofGpuKernelDurationMetricAttributeKey = "hw.id"
+	InferprofGpuKernelDurationMetricAttributeKeyDevice         InferprofGpuKernelDurationMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuKernelDurationMetricConfig provides config for the inferprof.gpu.kernel.duration metric.
@@ -192,7 +192,7 @@ func (ms *InferprofGpuKernelDurationMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuKernelDurationMetricAttributeKeyKernelName, InferprofGpuKernelDurationMetricAttributeKeyKernelCategory, InferprofGpuKernelDurationMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.kernel.duration doesn't have an attribute %v, valid attributes: [gpu.kernel.name, gpu.kernel.category, hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.kernel.duration doesn't have an attribute %v, valid attributes: [gpu.kernel.name, gpu.kernel.category, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -210,7 +210,7 @@ type InferprofGpuMemcpyBytesMetricAttributeKey string
 
 const (
 	InferprofGpuMemcpyBytesMetricAttributeKeyMemcpyKind InferprofGpuMemcpyBytesMetricAttributeKey = "inferprof.gpu.memcpy.kind"
-	InferprofGpuMemcpyBytesMetricAttributeKeyDevice     InferprofGpuMemcpyBytesMetricAttributeKey = "hw.id"
+	InferprofGpuMemcpyBytesMetricAttributeKeyDevice     InferprofGpuMemcpyBytesMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuMemcpyBytesMetricConfig provides config for the inferprof.gpu.memcpy.bytes metric.
@@ -241,7 +241,7 @@ func (ms *InferprofGpuMemcpyBytesMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuMemcpyBytesMetricAttributeKeyMemcpyKind, InferprofGpuMemcpyBytesMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.memcpy.bytes doesn't have an attribute %v, valid attributes: [inferprof.gpu.memcpy.kind, hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.memcpy.bytes doesn't have an attribute %v, valid attributes: [inferprof.gpu.memcpy.kind, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -259,7 +259,7 @@ type InferprofGpuMemcpyDurationMetricAttributeKey string
 
 const (
 	InferprofGpuMemcpyDurationMetricAttributeKeyMemcpyKind InferprofGpuMemcpyDurationMetricAttributeKey = "inferprof.gpu.memcpy.kind"
-	InferprofGpuMemcpyDurationMetricAttributeKeyDevice     InferprofGpuMemcpyDurationMetricAttributeKey = "hw.id"
+	InferprofGpuMemcpyDurationMetricAttributeKeyDevice     InferprofGpuMemcpyDurationMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuMemcpyDurationMetricConfig provides config for the inferprof.gpu.memcpy.duration metric.
@@ -290,7 +290,7 @@ func (ms *InferprofGpuMemcpyDurationMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuMemcpyDurationMetricAttributeKeyMemcpyKind, InferprofGpuMemcpyDurationMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.memcpy.duration doesn't have an attribute %v, valid attributes: [inferprof.gpu.memcpy.kind, hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.memcpy.duration doesn't have an attribute %v, valid attributes: [inferprof.gpu.memcpy.kind, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -308,7 +308,7 @@ type InferprofGpuMemsetBytesMetricAttributeKey string
 
 const (
 	InferprofGpuMemsetBytesMetricAttributeKeyMemoryKind InferprofGpuMemsetBytesMetricAttributeKey = "inferprof.gpu.memory.kind"
-	InferprofGpuMemsetBytesMetricAttributeKeyDevice     InferprofGpuMemsetBytesMetricAttributeKey = "hw.id"
+	InferprofGpuMemsetBytesMetricAttributeKeyDevice     InferprofGpuMemsetBytesMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuMemsetBytesMetricConfig provides config for the inferprof.gpu.memset.bytes metric.
@@ -339,7 +339,7 @@ func (ms *InferprofGpuMemsetBytesMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuMemsetBytesMetricAttributeKeyMemoryKind, InferprofGpuMemsetBytesMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.memset.bytes doesn't have an attribute %v, valid attributes: [inferprof.gpu.memory.kind, hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.memset.bytes doesn't have an attribute %v, valid attributes: [inferprof.gpu.memory.kind, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -357,7 +357,7 @@ type InferprofGpuMemsetDurationMetricAttributeKey string
 
 const (
 	InferprofGpuMemsetDurationMetricAttributeKeyMemoryKind InferprofGpuMemsetDurationMetricAttributeKey = "inferprof.gpu.memory.kind"
-	InferprofGpuMemsetDurationMetricAttributeKeyDevice     InferprofGpuMemsetDurationMetricAttributeKey = "hw.id"
+	InferprofGpuMemsetDurationMetricAttributeKeyDevice     InferprofGpuMemsetDurationMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuMemsetDurationMetricConfig provides config for the inferprof.gpu.memset.duration metric.
@@ -388,7 +388,7 @@ func (ms *InferprofGpuMemsetDurationMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuMemsetDurationMetricAttributeKeyMemoryKind, InferprofGpuMemsetDurationMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.memset.duration doesn't have an attribute %v, valid attributes: [inferprof.gpu.memory.kind, hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.memset.duration doesn't have an attribute %v, valid attributes: [inferprof.gpu.memory.kind, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -406,7 +406,7 @@ type InferprofGpuSyncDurationMetricAttributeKey string
 
 const (
 	InferprofGpuSyncDurationMetricAttributeKeySyncKind InferprofGpuSyncDurationMetricAttributeKey = "inferprof.gpu.sync.kind"
-	InferprofGpuSyncDurationMetricAttributeKeyDevice   InferprofGpuSyncDurationMetricAttributeKey = "hw.id"
+	InferprofGpuSyncDurationMetricAttributeKeyDevice   InferprofGpuSyncDurationMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuSyncDurationMetricConfig provides config for the inferprof.gpu.sync.duration metric.
@@ -437,7 +437,7 @@ func (ms *InferprofGpuSyncDurationMetricConfig) Validate() error {
 		switch val {
 		case InferprofGpuSyncDurationMetricAttributeKeySyncKind, InferprofGpuSyncDurationMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.sync.duration doesn't have an attribute %v, valid attributes: [inferprof.gpu.sync.kind, hw.id]", val)
+			return fmt.Errorf("metric inferprof.gpu.sync.duration doesn't have an attribute %v, valid attributes: [inferprof.gpu.sync.kind, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -542,15 +542,22 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 // ResourceAttributesConfig provides config for cupti resource attributes.
 type ResourceAttributesConfig struct {
 	HostName                ResourceAttributeConfig `mapstructure:"host.name"`
+	HwID                    ResourceAttributeConfig `mapstructure:"hw.id"`
 	InferprofActivitySource ResourceAttributeConfig `mapstructure:"inferprof.activity.source"`
 	InferprofCuptiGraphMode ResourceAttributeConfig `mapstructure:"inferprof.cupti.graph_mode"`
 	InferprofCuptiSampled   ResourceAttributeConfig `mapstructure:"inferprof.cupti.sampled"`
+	InferprofGpuMigUUID     ResourceAttributeConfig `mapstructure:"inferprof.gpu.mig.uuid"`
 	ProcessPid              ResourceAttributeConfig `mapstructure:"process.pid"`
+	ServiceInstanceID       ResourceAttributeConfig `mapstructure:"service.instance.id"`
+	ServiceName             ResourceAttributeConfig `mapstructure:"service.name"`
 }
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
 		HostName: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		HwID: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		InferprofActivitySource: ResourceAttributeConfig{
@@ -562,7 +569,16 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		InferprofCuptiSampled: ResourceAttributeConfig{
 			Enabled: true,
 		},
+		InferprofGpuMigUUID: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		ProcessPid: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		ServiceInstanceID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		ServiceName: ResourceAttributeConfig{
 			Enabled: true,
 		},
 	}

@@ -74,10 +74,14 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					HostName:                ResourceAttributeConfig{Enabled: true},
+					HwID:                    ResourceAttributeConfig{Enabled: true},
 					InferprofActivitySource: ResourceAttributeConfig{Enabled: true},
 					InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: true},
 					InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: true},
+					InferprofGpuMigUUID:     ResourceAttributeConfig{Enabled: true},
 					ProcessPid:              ResourceAttributeConfig{Enabled: true},
+					ServiceInstanceID:       ResourceAttributeConfig{Enabled: true},
+					ServiceName:             ResourceAttributeConfig{Enabled: true},
 				},
 			},
 		},
@@ -133,10 +137,14 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					HostName:                ResourceAttributeConfig{Enabled: false},
+					HwID:                    ResourceAttributeConfig{Enabled: false},
 					InferprofActivitySource: ResourceAttributeConfig{Enabled: false},
 					InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: false},
 					InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: false},
+					InferprofGpuMigUUID:     ResourceAttributeConfig{Enabled: false},
 					ProcessPid:              ResourceAttributeConfig{Enabled: false},
+					ServiceInstanceID:       ResourceAttributeConfig{Enabled: false},
+					ServiceName:             ResourceAttributeConfig{Enabled: false},
 				},
 			},
 		},
@@ -154,7 +162,7 @@ func TestInferprofGpuBusyTimeMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuBusyTimeMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.busy.time doesn't have an attribute invalid, valid attributes: [hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.busy.time doesn't have an attribute invalid, valid attributes: [inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuBusyTime
 	cfg.AggregationStrategy = "invalid"
@@ -166,7 +174,7 @@ func TestInferprofGpuGraphDurationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuGraphDurationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.graph.duration doesn't have an attribute invalid, valid attributes: [hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.graph.duration doesn't have an attribute invalid, valid attributes: [inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuGraphDuration
 	cfg.AggregationStrategy = "invalid"
@@ -178,7 +186,7 @@ func TestInferprofGpuKernelCountMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuKernelCountMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.kernel.count doesn't have an attribute invalid, valid attributes: [gpu.kernel.name, gpu.kernel.category, hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.kernel.count doesn't have an attribute invalid, valid attributes: [gpu.kernel.name, gpu.kernel.category, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuKernelCount
 	cfg.AggregationStrategy = "invalid"
@@ -190,7 +198,7 @@ func TestInferprofGpuKernelDurationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuKernelDurationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.kernel.duration doesn't have an attribute invalid, valid attributes: [gpu.kernel.name, gpu.kernel.category, hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.kernel.duration doesn't have an attribute invalid, valid attributes: [gpu.kernel.name, gpu.kernel.category, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuKernelDuration
 	cfg.AggregationStrategy = "invalid"
@@ -202,7 +210,7 @@ func TestInferprofGpuMemcpyBytesMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuMemcpyBytesMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memcpy.bytes doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memcpy.kind, hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memcpy.bytes doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memcpy.kind, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuMemcpyBytes
 	cfg.AggregationStrategy = "invalid"
@@ -214,7 +222,7 @@ func TestInferprofGpuMemcpyDurationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuMemcpyDurationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memcpy.duration doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memcpy.kind, hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memcpy.duration doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memcpy.kind, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuMemcpyDuration
 	cfg.AggregationStrategy = "invalid"
@@ -226,7 +234,7 @@ func TestInferprofGpuMemsetBytesMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuMemsetBytesMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memset.bytes doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memory.kind, hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memset.bytes doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memory.kind, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuMemsetBytes
 	cfg.AggregationStrategy = "invalid"
@@ -238,7 +246,7 @@ func TestInferprofGpuMemsetDurationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuMemsetDurationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memset.duration doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memory.kind, hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.memset.duration doesn't have an attribute invalid, valid attributes: [inferprof.gpu.memory.kind, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuMemsetDuration
 	cfg.AggregationStrategy = "invalid"
@@ -250,7 +258,7 @@ func TestInferprofGpuSyncDurationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuSyncDurationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.sync.duration doesn't have an attribute invalid, valid attributes: [inferprof.gpu.sync.kind, hw.id]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.sync.duration doesn't have an attribute invalid, valid attributes: [inferprof.gpu.sync.kind, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuSyncDuration
 	cfg.AggregationStrategy = "invalid"
@@ -280,20 +288,28 @@ func TestResourceAttributesConfig(t *testing.T) {
 			name: "all_set",
 			want: ResourceAttributesConfig{
 				HostName:                ResourceAttributeConfig{Enabled: true},
+				HwID:                    ResourceAttributeConfig{Enabled: true},
 				InferprofActivitySource: ResourceAttributeConfig{Enabled: true},
 				InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: true},
 				InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: true},
+				InferprofGpuMigUUID:     ResourceAttributeConfig{Enabled: true},
 				ProcessPid:              ResourceAttributeConfig{Enabled: true},
+				ServiceInstanceID:       ResourceAttributeConfig{Enabled: true},
+				ServiceName:             ResourceAttributeConfig{Enabled: true},
 			},
 		},
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
 				HostName:                ResourceAttributeConfig{Enabled: false},
+				HwID:                    ResourceAttributeConfig{Enabled: false},
 				InferprofActivitySource: ResourceAttributeConfig{Enabled: false},
 				InferprofCuptiGraphMode: ResourceAttributeConfig{Enabled: false},
 				InferprofCuptiSampled:   ResourceAttributeConfig{Enabled: false},
+				InferprofGpuMigUUID:     ResourceAttributeConfig{Enabled: false},
 				ProcessPid:              ResourceAttributeConfig{Enabled: false},
+				ServiceInstanceID:       ResourceAttributeConfig{Enabled: false},
+				ServiceName:             ResourceAttributeConfig{Enabled: false},
 			},
 		},
 	}

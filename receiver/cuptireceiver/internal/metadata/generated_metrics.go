@@ -244,7 +244,7 @@ func (m *metricInferprofGpuBusyTime) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuBusyTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string) {
+func (m *metricInferprofGpuBusyTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -253,7 +253,7 @@ func (m *metricInferprofGpuBusyTime) recordDataPoint(start pcommon.Timestamp, ts
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuBusyTimeMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -335,7 +335,7 @@ func (m *metricInferprofGpuGraphDuration) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuGraphDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string) {
+func (m *metricInferprofGpuGraphDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -344,7 +344,7 @@ func (m *metricInferprofGpuGraphDuration) recordDataPoint(start pcommon.Timestam
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuGraphDurationMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -426,7 +426,7 @@ func (m *metricInferprofGpuKernelCount) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuKernelCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue string) {
+func (m *metricInferprofGpuKernelCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -441,7 +441,7 @@ func (m *metricInferprofGpuKernelCount) recordDataPoint(start pcommon.Timestamp,
 		dp.Attributes().PutStr("gpu.kernel.category", kernelCategoryAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuKernelCountMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -523,7 +523,7 @@ func (m *metricInferprofGpuKernelDuration) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuKernelDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue string) {
+func (m *metricInferprofGpuKernelDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -538,7 +538,7 @@ func (m *metricInferprofGpuKernelDuration) recordDataPoint(start pcommon.Timesta
 		dp.Attributes().PutStr("gpu.kernel.category", kernelCategoryAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuKernelDurationMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -620,7 +620,7 @@ func (m *metricInferprofGpuMemcpyBytes) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuMemcpyBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, memcpyKindAttributeValue string, deviceAttributeValue string) {
+func (m *metricInferprofGpuMemcpyBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, memcpyKindAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -632,7 +632,7 @@ func (m *metricInferprofGpuMemcpyBytes) recordDataPoint(start pcommon.Timestamp,
 		dp.Attributes().PutStr("inferprof.gpu.memcpy.kind", memcpyKindAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuMemcpyBytesMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -714,7 +714,7 @@ func (m *metricInferprofGpuMemcpyDuration) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuMemcpyDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, memcpyKindAttributeValue string, deviceAttributeValue string) {
+func (m *metricInferprofGpuMemcpyDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, memcpyKindAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -726,7 +726,7 @@ func (m *metricInferprofGpuMemcpyDuration) recordDataPoint(start pcommon.Timesta
 		dp.Attributes().PutStr("inferprof.gpu.memcpy.kind", memcpyKindAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuMemcpyDurationMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -808,7 +808,7 @@ func (m *metricInferprofGpuMemsetBytes) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuMemsetBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, memoryKindAttributeValue string, deviceAttributeValue string) {
+func (m *metricInferprofGpuMemsetBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, memoryKindAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -820,7 +820,7 @@ func (m *metricInferprofGpuMemsetBytes) recordDataPoint(start pcommon.Timestamp,
 		dp.Attributes().PutStr("inferprof.gpu.memory.kind", memoryKindAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuMemsetBytesMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -902,7 +902,7 @@ func (m *metricInferprofGpuMemsetDuration) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuMemsetDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, memoryKindAttributeValue string, deviceAttributeValue string) {
+func (m *metricInferprofGpuMemsetDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, memoryKindAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -914,7 +914,7 @@ func (m *metricInferprofGpuMemsetDuration) recordDataPoint(start pcommon.Timesta
 		dp.Attributes().PutStr("inferprof.gpu.memory.kind", memoryKindAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuMemsetDurationMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -996,7 +996,7 @@ func (m *metricInferprofGpuSyncDuration) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuSyncDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, syncKindAttributeValue string, deviceAttributeValue string) {
+func (m *metricInferprofGpuSyncDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, syncKindAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1008,7 +1008,7 @@ func (m *metricInferprofGpuSyncDuration) recordDataPoint(start pcommon.Timestamp
 		dp.Attributes().PutStr("inferprof.gpu.sync.kind", syncKindAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuSyncDurationMetricAttributeKeyDevice) {
-		dp.Attributes().PutStr("hw.id", deviceAttributeValue)
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
 
 	var s string
@@ -1133,6 +1133,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.HostName.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["host.name"] = filter.CreateFilter(mbc.ResourceAttributes.HostName.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.HwID.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["hw.id"] = filter.CreateFilter(mbc.ResourceAttributes.HwID.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.HwID.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["hw.id"] = filter.CreateFilter(mbc.ResourceAttributes.HwID.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.InferprofActivitySource.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["inferprof.activity.source"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofActivitySource.MetricsInclude)
 	}
@@ -1151,11 +1157,29 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.InferprofCuptiSampled.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["inferprof.cupti.sampled"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofCuptiSampled.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.InferprofGpuMigUUID.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["inferprof.gpu.mig.uuid"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofGpuMigUUID.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.InferprofGpuMigUUID.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["inferprof.gpu.mig.uuid"] = filter.CreateFilter(mbc.ResourceAttributes.InferprofGpuMigUUID.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.ProcessPid.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["process.pid"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessPid.MetricsInclude)
 	}
 	if mbc.ResourceAttributes.ProcessPid.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["process.pid"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessPid.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.ServiceInstanceID.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["service.instance.id"] = filter.CreateFilter(mbc.ResourceAttributes.ServiceInstanceID.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.ServiceInstanceID.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["service.instance.id"] = filter.CreateFilter(mbc.ResourceAttributes.ServiceInstanceID.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.ServiceName.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["service.name"] = filter.CreateFilter(mbc.ResourceAttributes.ServiceName.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.ServiceName.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["service.name"] = filter.CreateFilter(mbc.ResourceAttributes.ServiceName.MetricsExclude)
 	}
 
 	for _, op := range options {
@@ -1267,47 +1291,47 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 }
 
 // RecordInferprofGpuBusyTimeDataPoint adds a data point to inferprof.gpu.busy.time metric.
-func (mb *MetricsBuilder) RecordInferprofGpuBusyTimeDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuBusyTimeDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue int64) {
 	mb.metricInferprofGpuBusyTime.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue)
 }
 
 // RecordInferprofGpuGraphDurationDataPoint adds a data point to inferprof.gpu.graph.duration metric.
-func (mb *MetricsBuilder) RecordInferprofGpuGraphDurationDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuGraphDurationDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue int64) {
 	mb.metricInferprofGpuGraphDuration.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue)
 }
 
 // RecordInferprofGpuKernelCountDataPoint adds a data point to inferprof.gpu.kernel.count metric.
-func (mb *MetricsBuilder) RecordInferprofGpuKernelCountDataPoint(ts pcommon.Timestamp, val int64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuKernelCountDataPoint(ts pcommon.Timestamp, val int64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue int64) {
 	mb.metricInferprofGpuKernelCount.recordDataPoint(mb.startTime, ts, val, kernelNameAttributeValue, kernelCategoryAttributeValue, deviceAttributeValue)
 }
 
 // RecordInferprofGpuKernelDurationDataPoint adds a data point to inferprof.gpu.kernel.duration metric.
-func (mb *MetricsBuilder) RecordInferprofGpuKernelDurationDataPoint(ts pcommon.Timestamp, val float64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuKernelDurationDataPoint(ts pcommon.Timestamp, val float64, kernelNameAttributeValue string, kernelCategoryAttributeValue string, deviceAttributeValue int64) {
 	mb.metricInferprofGpuKernelDuration.recordDataPoint(mb.startTime, ts, val, kernelNameAttributeValue, kernelCategoryAttributeValue, deviceAttributeValue)
 }
 
 // RecordInferprofGpuMemcpyBytesDataPoint adds a data point to inferprof.gpu.memcpy.bytes metric.
-func (mb *MetricsBuilder) RecordInferprofGpuMemcpyBytesDataPoint(ts pcommon.Timestamp, val int64, memcpyKindAttributeValue AttributeMemcpyKind, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuMemcpyBytesDataPoint(ts pcommon.Timestamp, val int64, memcpyKindAttributeValue AttributeMemcpyKind, deviceAttributeValue int64) {
 	mb.metricInferprofGpuMemcpyBytes.recordDataPoint(mb.startTime, ts, val, memcpyKindAttributeValue.String(), deviceAttributeValue)
 }
 
 // RecordInferprofGpuMemcpyDurationDataPoint adds a data point to inferprof.gpu.memcpy.duration metric.
-func (mb *MetricsBuilder) RecordInferprofGpuMemcpyDurationDataPoint(ts pcommon.Timestamp, val float64, memcpyKindAttributeValue AttributeMemcpyKind, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuMemcpyDurationDataPoint(ts pcommon.Timestamp, val float64, memcpyKindAttributeValue AttributeMemcpyKind, deviceAttributeValue int64) {
 	mb.metricInferprofGpuMemcpyDuration.recordDataPoint(mb.startTime, ts, val, memcpyKindAttributeValue.String(), deviceAttributeValue)
 }
 
 // RecordInferprofGpuMemsetBytesDataPoint adds a data point to inferprof.gpu.memset.bytes metric.
-func (mb *MetricsBuilder) RecordInferprofGpuMemsetBytesDataPoint(ts pcommon.Timestamp, val int64, memoryKindAttributeValue AttributeMemoryKind, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuMemsetBytesDataPoint(ts pcommon.Timestamp, val int64, memoryKindAttributeValue AttributeMemoryKind, deviceAttributeValue int64) {
 	mb.metricInferprofGpuMemsetBytes.recordDataPoint(mb.startTime, ts, val, memoryKindAttributeValue.String(), deviceAttributeValue)
 }
 
 // RecordInferprofGpuMemsetDurationDataPoint adds a data point to inferprof.gpu.memset.duration metric.
-func (mb *MetricsBuilder) RecordInferprofGpuMemsetDurationDataPoint(ts pcommon.Timestamp, val float64, memoryKindAttributeValue AttributeMemoryKind, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuMemsetDurationDataPoint(ts pcommon.Timestamp, val float64, memoryKindAttributeValue AttributeMemoryKind, deviceAttributeValue int64) {
 	mb.metricInferprofGpuMemsetDuration.recordDataPoint(mb.startTime, ts, val, memoryKindAttributeValue.String(), deviceAttributeValue)
 }
 
 // RecordInferprofGpuSyncDurationDataPoint adds a data point to inferprof.gpu.sync.duration metric.
-func (mb *MetricsBuilder) RecordInferprofGpuSyncDurationDataPoint(ts pcommon.Timestamp, val float64, syncKindAttributeValue AttributeSyncKind, deviceAttributeValue string) {
+func (mb *MetricsBuilder) RecordInferprofGpuSyncDurationDataPoint(ts pcommon.Timestamp, val float64, syncKindAttributeValue AttributeSyncKind, deviceAttributeValue int64) {
 	mb.metricInferprofGpuSyncDuration.recordDataPoint(mb.startTime, ts, val, syncKindAttributeValue.String(), deviceAttributeValue)
 }
 

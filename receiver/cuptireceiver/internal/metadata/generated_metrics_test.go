@@ -86,65 +86,69 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount := 0
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuBusyTimeDataPoint(ts, 1, "device-val")
+			mb.RecordInferprofGpuBusyTimeDataPoint(ts, 1, 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuBusyTimeDataPoint(ts, 3, "device-val-2")
+				mb.RecordInferprofGpuBusyTimeDataPoint(ts, 3, 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuGraphDurationDataPoint(ts, 1, "device-val")
+			mb.RecordInferprofGpuGraphDurationDataPoint(ts, 1, 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuGraphDurationDataPoint(ts, 3, "device-val-2")
+				mb.RecordInferprofGpuGraphDurationDataPoint(ts, 3, 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuKernelCountDataPoint(ts, 1, "kernel_name-val", "kernel_category-val", "device-val")
+			mb.RecordInferprofGpuKernelCountDataPoint(ts, 1, "kernel_name-val", "kernel_category-val", 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuKernelCountDataPoint(ts, 3, "kernel_name-val-2", "kernel_category-val-2", "device-val-2")
+				mb.RecordInferprofGpuKernelCountDataPoint(ts, 3, "kernel_name-val-2", "kernel_category-val-2", 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuKernelDurationDataPoint(ts, 1, "kernel_name-val", "kernel_category-val", "device-val")
+			mb.RecordInferprofGpuKernelDurationDataPoint(ts, 1, "kernel_name-val", "kernel_category-val", 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuKernelDurationDataPoint(ts, 3, "kernel_name-val-2", "kernel_category-val-2", "device-val-2")
+				mb.RecordInferprofGpuKernelDurationDataPoint(ts, 3, "kernel_name-val-2", "kernel_category-val-2", 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuMemcpyBytesDataPoint(ts, 1, AttributeMemcpyKindUnknown, "device-val")
+			mb.RecordInferprofGpuMemcpyBytesDataPoint(ts, 1, AttributeMemcpyKindUnknown, 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuMemcpyBytesDataPoint(ts, 3, AttributeMemcpyKindHostToDevice, "device-val-2")
+				mb.RecordInferprofGpuMemcpyBytesDataPoint(ts, 3, AttributeMemcpyKindHostToDevice, 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuMemcpyDurationDataPoint(ts, 1, AttributeMemcpyKindUnknown, "device-val")
+			mb.RecordInferprofGpuMemcpyDurationDataPoint(ts, 1, AttributeMemcpyKindUnknown, 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuMemcpyDurationDataPoint(ts, 3, AttributeMemcpyKindHostToDevice, "device-val-2")
+				mb.RecordInferprofGpuMemcpyDurationDataPoint(ts, 3, AttributeMemcpyKindHostToDevice, 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuMemsetBytesDataPoint(ts, 1, AttributeMemoryKindUnknown, "device-val")
+			mb.RecordInferprofGpuMemsetBytesDataPoint(ts, 1, AttributeMemoryKindUnknown, 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuMemsetBytesDataPoint(ts, 3, AttributeMemoryKindPageable, "device-val-2")
+				mb.RecordInferprofGpuMemsetBytesDataPoint(ts, 3, AttributeMemoryKindPageable, 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuMemsetDurationDataPoint(ts, 1, AttributeMemoryKindUnknown, "device-val")
+			mb.RecordInferprofGpuMemsetDurationDataPoint(ts, 1, AttributeMemoryKindUnknown, 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuMemsetDurationDataPoint(ts, 3, AttributeMemoryKindPageable, "device-val-2")
+				mb.RecordInferprofGpuMemsetDurationDataPoint(ts, 3, AttributeMemoryKindPageable, 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuSyncDurationDataPoint(ts, 1, AttributeSyncKindUnknown, "device-val")
+			mb.RecordInferprofGpuSyncDurationDataPoint(ts, 1, AttributeSyncKindUnknown, 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuSyncDurationDataPoint(ts, 3, AttributeSyncKindEvent, "device-val-2")
+				mb.RecordInferprofGpuSyncDurationDataPoint(ts, 3, AttributeSyncKindEvent, 7)
 			}
 
 			rb := mb.NewResourceBuilder()
 			rb.SetHostName("host.name-val")
+			rb.SetHwID("hw.id-val")
 			rb.SetInferprofActivitySourceCupti()
 			rb.SetInferprofCuptiGraphModeNode()
 			rb.SetInferprofCuptiSampled(false)
+			rb.SetInferprofGpuMigUUID("inferprof.gpu.mig.uuid-val")
 			rb.SetProcessPid(11)
+			rb.SetServiceInstanceID("service.instance.id-val")
+			rb.SetServiceName("service.name-val")
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
@@ -199,9 +203,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.busy.time"], "Found a duplicate in the metrics slice: inferprof.gpu.busy.time")
 						validatedMetrics["inferprof.gpu.busy.time"] = true
@@ -225,7 +229,7 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
-						_, ok := dp.Attributes().Get("hw.id")
+						_, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.graph.duration":
@@ -243,9 +247,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.graph.duration"], "Found a duplicate in the metrics slice: inferprof.gpu.graph.duration")
 						validatedMetrics["inferprof.gpu.graph.duration"] = true
@@ -269,7 +273,7 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
-						_, ok := dp.Attributes().Get("hw.id")
+						_, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.kernel.count":
@@ -293,9 +297,9 @@ func TestMetricsBuilder(t *testing.T) {
 						kernelCategoryAttrVal, ok := dp.Attributes().Get("gpu.kernel.category")
 						assert.True(t, ok)
 						assert.Equal(t, "kernel_category-val", kernelCategoryAttrVal.Str())
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.kernel.count"], "Found a duplicate in the metrics slice: inferprof.gpu.kernel.count")
 						validatedMetrics["inferprof.gpu.kernel.count"] = true
@@ -323,7 +327,7 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("gpu.kernel.category")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.id")
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.kernel.duration":
@@ -347,9 +351,9 @@ func TestMetricsBuilder(t *testing.T) {
 						kernelCategoryAttrVal, ok := dp.Attributes().Get("gpu.kernel.category")
 						assert.True(t, ok)
 						assert.Equal(t, "kernel_category-val", kernelCategoryAttrVal.Str())
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.kernel.duration"], "Found a duplicate in the metrics slice: inferprof.gpu.kernel.duration")
 						validatedMetrics["inferprof.gpu.kernel.duration"] = true
@@ -377,7 +381,7 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("gpu.kernel.category")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.id")
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.memcpy.bytes":
@@ -398,9 +402,9 @@ func TestMetricsBuilder(t *testing.T) {
 						memcpyKindAttrVal, ok := dp.Attributes().Get("inferprof.gpu.memcpy.kind")
 						assert.True(t, ok)
 						assert.Equal(t, "unknown", memcpyKindAttrVal.Str())
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.memcpy.bytes"], "Found a duplicate in the metrics slice: inferprof.gpu.memcpy.bytes")
 						validatedMetrics["inferprof.gpu.memcpy.bytes"] = true
@@ -426,7 +430,7 @@ func TestMetricsBuilder(t *testing.T) {
 						}
 						_, ok := dp.Attributes().Get("inferprof.gpu.memcpy.kind")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.id")
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.memcpy.duration":
@@ -447,9 +451,9 @@ func TestMetricsBuilder(t *testing.T) {
 						memcpyKindAttrVal, ok := dp.Attributes().Get("inferprof.gpu.memcpy.kind")
 						assert.True(t, ok)
 						assert.Equal(t, "unknown", memcpyKindAttrVal.Str())
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.memcpy.duration"], "Found a duplicate in the metrics slice: inferprof.gpu.memcpy.duration")
 						validatedMetrics["inferprof.gpu.memcpy.duration"] = true
@@ -475,7 +479,7 @@ func TestMetricsBuilder(t *testing.T) {
 						}
 						_, ok := dp.Attributes().Get("inferprof.gpu.memcpy.kind")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.id")
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.memset.bytes":
@@ -496,9 +500,9 @@ func TestMetricsBuilder(t *testing.T) {
 						memoryKindAttrVal, ok := dp.Attributes().Get("inferprof.gpu.memory.kind")
 						assert.True(t, ok)
 						assert.Equal(t, "unknown", memoryKindAttrVal.Str())
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.memset.bytes"], "Found a duplicate in the metrics slice: inferprof.gpu.memset.bytes")
 						validatedMetrics["inferprof.gpu.memset.bytes"] = true
@@ -524,7 +528,7 @@ func TestMetricsBuilder(t *testing.T) {
 						}
 						_, ok := dp.Attributes().Get("inferprof.gpu.memory.kind")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.id")
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.memset.duration":
@@ -545,9 +549,9 @@ func TestMetricsBuilder(t *testing.T) {
 						memoryKindAttrVal, ok := dp.Attributes().Get("inferprof.gpu.memory.kind")
 						assert.True(t, ok)
 						assert.Equal(t, "unknown", memoryKindAttrVal.Str())
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.memset.duration"], "Found a duplicate in the metrics slice: inferprof.gpu.memset.duration")
 						validatedMetrics["inferprof.gpu.memset.duration"] = true
@@ -573,7 +577,7 @@ func TestMetricsBuilder(t *testing.T) {
 						}
 						_, ok := dp.Attributes().Get("inferprof.gpu.memory.kind")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.id")
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.sync.duration":
@@ -594,9 +598,9 @@ func TestMetricsBuilder(t *testing.T) {
 						syncKindAttrVal, ok := dp.Attributes().Get("inferprof.gpu.sync.kind")
 						assert.True(t, ok)
 						assert.Equal(t, "unknown", syncKindAttrVal.Str())
-						deviceAttrVal, ok := dp.Attributes().Get("hw.id")
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
-						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
 					} else {
 						assert.False(t, validatedMetrics["inferprof.gpu.sync.duration"], "Found a duplicate in the metrics slice: inferprof.gpu.sync.duration")
 						validatedMetrics["inferprof.gpu.sync.duration"] = true
@@ -622,7 +626,7 @@ func TestMetricsBuilder(t *testing.T) {
 						}
 						_, ok := dp.Attributes().Get("inferprof.gpu.sync.kind")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.id")
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				}

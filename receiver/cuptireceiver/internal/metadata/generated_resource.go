@@ -28,6 +28,13 @@ func (rb *ResourceBuilder) SetHostName(val string) {
 	}
 }
 
+// SetHwID sets provided value as "hw.id" attribute.
+func (rb *ResourceBuilder) SetHwID(val string) {
+	if rb.config.HwID.Enabled {
+		rb.res.Attributes().PutStr("hw.id", val)
+	}
+}
+
 // SetInferprofActivitySourceCupti sets "inferprof.activity.source=cupti" attribute.
 func (rb *ResourceBuilder) SetInferprofActivitySourceCupti() {
 	if rb.config.InferprofActivitySource.Enabled {
@@ -63,10 +70,31 @@ func (rb *ResourceBuilder) SetInferprofCuptiSampled(val bool) {
 	}
 }
 
+// SetInferprofGpuMigUUID sets provided value as "inferprof.gpu.mig.uuid" attribute.
+func (rb *ResourceBuilder) SetInferprofGpuMigUUID(val string) {
+	if rb.config.InferprofGpuMigUUID.Enabled {
+		rb.res.Attributes().PutStr("inferprof.gpu.mig.uuid", val)
+	}
+}
+
 // SetProcessPid sets provided value as "process.pid" attribute.
 func (rb *ResourceBuilder) SetProcessPid(val int64) {
 	if rb.config.ProcessPid.Enabled {
 		rb.res.Attributes().PutInt("process.pid", val)
+	}
+}
+
+// SetServiceInstanceID sets provided value as "service.instance.id" attribute.
+func (rb *ResourceBuilder) SetServiceInstanceID(val string) {
+	if rb.config.ServiceInstanceID.Enabled {
+		rb.res.Attributes().PutStr("service.instance.id", val)
+	}
+}
+
+// SetServiceName sets provided value as "service.name" attribute.
+func (rb *ResourceBuilder) SetServiceName(val string) {
+	if rb.config.ServiceName.Enabled {
+		rb.res.Attributes().PutStr("service.name", val)
 	}
 }
 

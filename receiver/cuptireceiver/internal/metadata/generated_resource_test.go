@@ -14,19 +14,23 @@ func TestResourceBuilder(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
 			rb.SetHostName("host.name-val")
+			rb.SetHwID("hw.id-val")
 			rb.SetInferprofActivitySourceCupti()
 			rb.SetInferprofCuptiGraphModeNode()
 			rb.SetInferprofCuptiSampled(false)
+			rb.SetInferprofGpuMigUUID("inferprof.gpu.mig.uuid-val")
 			rb.SetProcessPid(11)
+			rb.SetServiceInstanceID("service.instance.id-val")
+			rb.SetServiceName("service.name-val")
 
 			res := rb.Emit()
 			assert.Equal(t, 0, rb.Emit().Attributes().Len()) // Second call should return empty Resource
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 5, res.Attributes().Len())
+				assert.Equal(t, 9, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 5, res.Attributes().Len())
+				assert.Equal(t, 9, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -37,6 +41,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "host.name-val", hostNameAttrVal.Str())
+			}
+			hwIDAttrVal, ok := res.Attributes().Get("hw.id")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
 			}
 			inferprofActivitySourceAttrVal, ok := res.Attributes().Get("inferprof.activity.source")
 			assert.True(t, ok)
@@ -53,10 +62,25 @@ func TestResourceBuilder(t *testing.T) {
 			if ok {
 				assert.False(t, inferprofCuptiSampledAttrVal.Bool())
 			}
+			inferprofGpuMigUUIDAttrVal, ok := res.Attributes().Get("inferprof.gpu.mig.uuid")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "inferprof.gpu.mig.uuid-val", inferprofGpuMigUUIDAttrVal.Str())
+			}
 			processPidAttrVal, ok := res.Attributes().Get("process.pid")
 			assert.True(t, ok)
 			if ok {
 				assert.EqualValues(t, 11, processPidAttrVal.Int())
+			}
+			serviceInstanceIDAttrVal, ok := res.Attributes().Get("service.instance.id")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "service.instance.id-val", serviceInstanceIDAttrVal.Str())
+			}
+			serviceNameAttrVal, ok := res.Attributes().Get("service.name")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "service.name-val", serviceNameAttrVal.Str())
 			}
 		})
 	}

@@ -30,14 +30,17 @@ type TelemetryBuilder struct {
 	ReceiverCuptiBadTraceFiles          metric.Int64Counter
 	ReceiverCuptiConnections            metric.Int64Counter
 	ReceiverCuptiConnectionsRejected    metric.Int64Counter
+	ReceiverCuptiCorrelationDropped     metric.Int64Counter
 	ReceiverCuptiCuptiDroppedRecords    metric.Int64Counter
 	ReceiverCuptiDroppedRecords         metric.Int64Counter
 	ReceiverCuptiEngineDroppedRecords   metric.Int64Counter
+	ReceiverCuptiKernelsUnattributed    metric.Int64Counter
 	ReceiverCuptiOverflowDroppedRecords metric.Int64Counter
 	ReceiverCuptiPoolExhausted          metric.Int64Counter
 	ReceiverCuptiQuietStreams           metric.Int64Counter
 	ReceiverCuptiRateLimitedRecords     metric.Int64Counter
 	ReceiverCuptiRecords                metric.Int64Counter
+	ReceiverCuptiStepSpans              metric.Int64Counter
 	ReceiverCuptiTraceFiles             metric.Int64Counter
 	ReceiverCuptiUntrackedTraceFiles    metric.Int64Counter
 }
@@ -95,6 +98,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{connection}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiCorrelationDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_correlation_dropped",
+		metric.WithDescription("Launch or kernel records lost to the step correlation, by reason (launch, kernel, the window's queue of those waiting for their step or their launch was full; engine_launch, the injection library's launch queue was full or no collector was connected, as it reported). [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverCuptiCuptiDroppedRecords, err = builder.meter.Int64Counter(
 		"otelcol_receiver_cupti_cupti_dropped_records",
 		metric.WithDescription("Records CUPTI itself dropped in the engine process for lack of activity buffers, as the library reported them. [Development]"),
@@ -110,6 +119,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverCuptiEngineDroppedRecords, err = builder.meter.Int64Counter(
 		"otelcol_receiver_cupti_engine_dropped_records",
 		metric.WithDescription("Records the injection library dropped in the engine process because the collector was absent or slow, as it reported them. [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiKernelsUnattributed, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_kernels_unattributed",
+		metric.WithDescription("Kernel records tied to no engine step, by reason (outside, launched outside every step or by another thread; unmatched, no launch record carried their correlation id; late, their step was already final). [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
@@ -141,6 +156,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_cupti_records",
 		metric.WithDescription("Activity records decoded and aggregated (socket and Kineto together). [Development]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiStepSpans, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_step_spans",
+		metric.WithDescription("engine.step spans made from ProfilerStep#N annotations of Kineto traces. [Development]"),
+		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverCuptiTraceFiles, err = builder.meter.Int64Counter(

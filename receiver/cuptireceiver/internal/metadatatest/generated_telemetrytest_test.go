@@ -23,14 +23,17 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverCuptiBadTraceFiles.Add(context.Background(), 1)
 	tb.ReceiverCuptiConnections.Add(context.Background(), 1)
 	tb.ReceiverCuptiConnectionsRejected.Add(context.Background(), 1)
+	tb.ReceiverCuptiCorrelationDropped.Add(context.Background(), 1)
 	tb.ReceiverCuptiCuptiDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiEngineDroppedRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiKernelsUnattributed.Add(context.Background(), 1)
 	tb.ReceiverCuptiOverflowDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiPoolExhausted.Add(context.Background(), 1)
 	tb.ReceiverCuptiQuietStreams.Add(context.Background(), 1)
 	tb.ReceiverCuptiRateLimitedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiStepSpans.Add(context.Background(), 1)
 	tb.ReceiverCuptiTraceFiles.Add(context.Background(), 1)
 	tb.ReceiverCuptiUntrackedTraceFiles.Add(context.Background(), 1)
 	AssertEqualReceiverCuptiBadConnections(t, testTel,
@@ -45,6 +48,9 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualReceiverCuptiConnectionsRejected(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiCorrelationDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiCuptiDroppedRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -52,6 +58,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiEngineDroppedRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiKernelsUnattributed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiOverflowDroppedRecords(t, testTel,
@@ -67,6 +76,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiStepSpans(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiTraceFiles(t, testTel,

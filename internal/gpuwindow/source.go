@@ -1,0 +1,348 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpuwindow // import "github.com/inferprof/inferprof/internal/gpuwindow"
+
+import (
+	"slices"
+	"time"
+
+	"github.com/inferprof/inferprof/internal/cuptiwire"
+)
+
+// Source is one CUPTI stream's door into the window: one per connection.
+type Source struct {
+	w *Window
+	s *source
+}
+
+type source struct {
+	slot      uint32
+	info      SourceInfo
+	res       Resolver
+	sampled   bool
+	eng       *engine
+	runs      []run // by correlation id
+	lastRun   int   // the run the last lookup hit
+	maxCorr   uint32
+	watermark int64 // every launch before it has arrived
+	pendL     []cuptiwire.Launch
+	pendK     []pendingKernel
+	devs      [64]uint64 // device ordinal → latest kernel end seen; ordinals past 63 share the last
+	lastStep  uint64     // seq of the latest step it added kernels to
+	closed    bool
+	counts    Counts
+}
+
+// Counts are one source's records that did not end in a step, since it
+// opened, for its receiver's telemetry.
+type Counts struct {
+	KernelsOutside   uint64 // launched outside every step, or by another thread
+	KernelsUnmatched uint64 // no launch record carried their correlation id
+	KernelsLate      uint64 // their step was already final
+	KernelsDropped   uint64 // the pending queue was full
+	LaunchesDropped  uint64
+}
+
+// Counts returns the source's counts.
+func (src *Source) Counts() Counts {
+	if src == nil {
+		return Counts{}
+	}
+	src.w.mu.Lock()
+	defer src.w.mu.Unlock()
+	return src.s.counts
+}
+
+// run is a range of correlation ids launched in one step (st), or outside
+// every step (st nil). link outlives the step, for kernel spans.
+type run struct {
+	lo, hi  uint32
+	st      *step
+	link    Link
+	hasLink bool
+}
+
+type pendingKernel struct {
+	Kernel
+	prevEnd uint64
+	at      time.Time
+}
+
+// OpenSource registers a CUPTI stream. res names its kernel series. It
+// returns nil when MaxSources streams are open.
+func (w *Window) OpenSource(info SourceInfo, res Resolver) *Source {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := &source{info: info, res: res, sampled: info.Sampled}
+	slot := slices.Index(w.sources, nil)
+	switch {
+	case slot >= 0:
+		w.sources[slot] = s
+	case len(w.sources) < w.cfg.MaxSources:
+		slot = len(w.sources)
+		w.sources = append(w.sources, s)
+	default:
+		w.stats.SourcesRefused++
+		return nil
+	}
+	s.slot = uint32(slot)
+	w.attachAnyLocked(s)
+	return &Source{w: w, s: s}
+}
+
+// Close says the stream ended; what it sent still counts.
+func (src *Source) Close() {
+	if src == nil {
+		return
+	}
+	w := src.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	src.s.closed = true
+	src.s.pendL, src.s.pendK = nil, nil
+}
+
+func (s *source) serves(k EngineKey) bool {
+	return k.Host == s.info.Host && (k.PID == s.info.PID || k.PID == s.info.PPID) &&
+		(k.Instance == "" || s.info.Instance == "" || k.Instance == s.info.Instance)
+}
+
+// attachAnyLocked attaches s to the engine it serves, preferring the one
+// that runs in its own process.
+func (w *Window) attachAnyLocked(s *source) {
+	var best *engine
+	for k, e := range w.engines {
+		if s.serves(k) && (best == nil || k.PID == s.info.PID) {
+			best = e
+		}
+	}
+	if best != nil {
+		w.attachLocked(s, best)
+	}
+}
+
+func (w *Window) attachLocked(s *source, e *engine) {
+	s.eng = e
+	e.sources = append(e.sources, s)
+	w.placePendingLocked(s)
+}
+
+// Launches hands the window a batch of launches (and marks), at now.
+func (src *Source) Launches(ls []cuptiwire.Launch, now time.Time) {
+	if src == nil {
+		return
+	}
+	w, s := src.w, src.s
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range ls {
+		l := &ls[i]
+		if l.Kind == cuptiwire.LaunchKindMark {
+			s.watermark = max(s.watermark, int64(l.Time))
+			continue
+		}
+		s.maxCorr = max(s.maxCorr, l.Correlation)
+		if s.eng == nil {
+			w.holdLaunchLocked(s, *l)
+			continue
+		}
+		w.placeLocked(s, *l)
+	}
+	w.retryKernelsLocked(s, now)
+}
+
+func (w *Window) holdLaunchLocked(s *source, l cuptiwire.Launch) {
+	if len(s.pendL) >= w.cfg.MaxPendingLaunches {
+		s.pendL = s.pendL[1:]
+		w.stats.LaunchesDropped++
+		s.counts.LaunchesDropped++
+	}
+	s.pendL = append(s.pendL, l)
+}
+
+// placeLocked gives launch l to the step whose window holds it, holds it
+// when that step may still come, and otherwise marks it outside.
+func (w *Window) placeLocked(s *source, l cuptiwire.Launch) {
+	e := s.eng
+	t := int64(l.Time)
+	st := e.find(t)
+	if st != nil && st.info.ThreadID != 0 && e.key.PID == s.info.PID && l.ThreadID != st.info.ThreadID {
+		st = nil // another thread of the engine's process
+	} else if st == nil && t > e.maxLE {
+		w.holdLaunchLocked(s, l)
+		return
+	}
+	if st == nil {
+		w.stats.LaunchesOutside++
+	} else if l.Kind == cuptiwire.LaunchKindGraph {
+		st.nGraph++
+	} else {
+		st.nPlain++
+	}
+	s.addRun(l.Correlation, st)
+}
+
+func (s *source) addRun(corr uint32, st *step) {
+	n := len(s.runs)
+	if n > 0 && corr > s.runs[n-1].hi {
+		if last := &s.runs[n-1]; last.st == st && (st == nil || !st.done) {
+			last.hi = corr
+			return
+		}
+	}
+	r := run{lo: corr, hi: corr, st: st}
+	if st != nil {
+		r.link, r.hasLink = st.info.Link, true
+	}
+	if n == 0 || corr > s.runs[n-1].hi {
+		s.runs = append(s.runs, r)
+		return
+	}
+	// A launch that overtook another on the way (two threads): keep order.
+	i, _ := slices.BinarySearchFunc(s.runs, corr, func(r run, c uint32) int {
+		switch {
+		case r.hi < c:
+			return -1
+		case r.lo > c:
+			return 1
+		}
+		return 0
+	})
+	s.runs = slices.Insert(s.runs, i, r)
+	s.lastRun = 0
+}
+
+// findRun returns the run holding corr, or nil.
+func (s *source) findRun(corr uint32) *run {
+	if s.lastRun < len(s.runs) {
+		if r := &s.runs[s.lastRun]; r.lo <= corr && corr <= r.hi {
+			return r
+		}
+		if s.lastRun+1 < len(s.runs) {
+			if r := &s.runs[s.lastRun+1]; r.lo <= corr && corr <= r.hi {
+				s.lastRun++
+				return r
+			}
+		}
+	}
+	i, found := slices.BinarySearchFunc(s.runs, corr, func(r run, c uint32) int {
+		switch {
+		case r.hi < c:
+			return -1
+		case r.lo > c:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return nil
+	}
+	s.lastRun = i
+	return &s.runs[i]
+}
+
+// placePendingLocked places the held launches that a newly known step may
+// hold, then the kernels waiting on them.
+func (w *Window) placePendingLocked(s *source) {
+	if s.eng == nil || len(s.pendL) == 0 {
+		return
+	}
+	held := s.pendL
+	s.pendL = nil
+	for _, l := range held {
+		w.placeLocked(s, l)
+	}
+	w.retryKernelsLocked(s, time.Time{})
+}
+
+// Kernels hands the window a batch of kernel records (kernels and, in graph
+// mode, whole graph launches) at now.
+func (src *Source) Kernels(ks []Kernel, now time.Time) {
+	if src == nil {
+		return
+	}
+	w, s := src.w, src.s
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range ks {
+		k := &ks[i]
+		d := &s.devs[min(k.Device, 63)]
+		prev := *d
+		if k.End > prev {
+			*d = k.End
+		}
+		if !w.kernelLocked(s, k, prev, now) {
+			if len(s.pendK) >= w.cfg.MaxPendingKernels {
+				s.pendK = s.pendK[1:]
+				w.stats.KernelsDropped++
+				s.counts.KernelsDropped++
+			}
+			s.pendK = append(s.pendK, pendingKernel{Kernel: *k, prevEnd: prev, at: now})
+		}
+	}
+}
+
+// kernelLocked sums k into its step; false when its launch (or the launch's
+// step) has not arrived yet and k must wait.
+func (w *Window) kernelLocked(s *source, k *Kernel, prevEnd uint64, now time.Time) bool {
+	r := s.findRun(k.Correlation)
+	switch {
+	case r == nil:
+		if k.Correlation > s.maxCorr || len(s.pendL) > 0 && k.Correlation >= s.pendL[0].Correlation {
+			return false
+		}
+		w.stats.KernelsUnmatched++
+		s.counts.KernelsUnmatched++
+	case r.st != nil && !r.st.done:
+		st := r.st
+		st.acc.Add(s.slot, k, prevEnd, uint64(max(st.info.LaunchStart, 0)))
+		if !k.Graph {
+			st.gotPlain++
+		}
+		if !now.IsZero() {
+			st.last = now
+		}
+		s.lastStep = max(s.lastStep, st.seq)
+		w.stats.Kernels++
+	case r.hasLink:
+		w.stats.KernelsLate++
+		s.counts.KernelsLate++
+	default:
+		w.stats.KernelsOutside++
+		s.counts.KernelsOutside++
+	}
+	return true
+}
+
+func (w *Window) retryKernelsLocked(s *source, now time.Time) {
+	if len(s.pendK) == 0 {
+		return
+	}
+	keep := s.pendK[:0]
+	for _, pk := range s.pendK {
+		at := now
+		if at.IsZero() {
+			at = pk.at
+		}
+		if !w.kernelLocked(s, &pk.Kernel, pk.prevEnd, at) {
+			keep = append(keep, pk)
+		}
+	}
+	clear(s.pendK[len(keep):])
+	s.pendK = keep
+}
+
+// LinkOf returns the step that launched correlation id corr on this
+// source, while the source remembers it (Config.MaxRuns).
+func (src *Source) LinkOf(corr uint32) (Link, bool) {
+	if src == nil {
+		return Link{}, false
+	}
+	src.w.mu.Lock()
+	defer src.w.mu.Unlock()
+	if r := src.s.findRun(corr); r != nil && r.hasLink {
+		return r.link, true
+	}
+	return Link{}, false
+}

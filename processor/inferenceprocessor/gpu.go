@@ -1,0 +1,355 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/inferprof/inferprof/internal/gpuwindow"
+	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepwindow"
+	"github.com/inferprof/inferprof/internal/stepwire"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+)
+
+// gpuTick is how often held spans are checked: a step whose kernel records
+// are all in passes within a tick of gpuwindow's Quiet.
+const gpuTick = 100 * time.Millisecond
+
+// gpuJoin holds engine.step spans until the kernels they launched are in,
+// and request spans until their steps are. The kernels come from the cupti
+// receiver through the collector's shared gpuwindow.Window.
+type gpuJoin struct {
+	win     *gpuwindow.Window
+	wait    time.Duration
+	maxHeld int
+	tick    time.Duration // gpuTick; tests tick by hand
+
+	mu       sync.Mutex
+	steps    int // held step spans: their Ref is in the window
+	requests []*heldRequest
+	results  []gpuwindow.Result
+
+	outcomes map[string][]metric.AddOption
+}
+
+// heldStep is a step span waiting for its kernels.
+type heldStep struct {
+	td     ptrace.Traces // the span alone, with its resource and scope
+	ref    stepwindow.Ref
+	hasRef bool
+}
+
+// heldRequest is a request span waiting for its steps' figures.
+type heldRequest struct {
+	td           ptrace.Traces
+	instance, id string
+	arrival      time.Time
+	finish       time.Time
+	deadline     time.Time
+	// after is what the span goes through once it has its figures (cost
+	// reads inferprof.gpu.time); nil under defer_figures.
+	after *afterGPU
+}
+
+// afterGPU is what engineSpan needs of a request span held for its GPU
+// figures: its resource, what Normalize found, and whether the agent
+// assembly may hold it in turn (not a span the SGLang join held already).
+type afterGPU struct {
+	ri      resourceInfo
+	r       request.Result
+	canHold bool
+}
+
+func newGPUJoin(cfg GPUConfig) *gpuJoin {
+	return &gpuJoin{wait: cfg.Wait, maxHeld: cfg.MaxHeld, tick: gpuTick, outcomes: map[string][]metric.AddOption{}}
+}
+
+func (g *gpuJoin) outcome(o string) []metric.AddOption {
+	if o == "" {
+		o = "ok"
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	opts, ok := g.outcomes[o]
+	if !ok {
+		opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))}
+		g.outcomes[o] = opts
+	}
+	return opts
+}
+
+func (g *gpuJoin) held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.steps + len(g.requests)
+}
+
+// engineKey names the engine process of a step span: the hook's host and
+// pid, and the instance id inferprof-run gave the engine.
+func engineKey(res pcommon.Resource) gpuwindow.EngineKey {
+	a := res.Attributes()
+	var k gpuwindow.EngineKey
+	if v, ok := a.Get(names.ResourceHostName); ok {
+		k.Host = v.Str()
+	}
+	if v, ok := a.Get(names.ResourceProcessPID); ok {
+		k.PID = uint32(v.Int())
+	}
+	if v, ok := a.Get(names.ResourceServiceInstance); ok {
+		k.Instance = v.Str()
+	}
+	// Without an instance id from the engine's environment the engine_step
+	// receiver names the engine process instead; the CUPTI library then has
+	// none either, and host and pid alone match.
+	idx := uint32(0)
+	if v, ok := a.Get(names.ResourceEngineIndex); ok {
+		idx = uint32(v.Int())
+	}
+	if k.Instance == stepwire.FallbackInstanceID(k.Host, k.PID, idx) {
+		k.Instance = ""
+	}
+	return k
+}
+
+// hasStepGPU reports whether a step span carries its figures already (steps
+// the cupti receiver made from Kineto traces do).
+func hasStepGPU(a pcommon.Map) bool {
+	if _, ok := a.Get(names.AttrStepGPUKernelTime); ok {
+		return true
+	}
+	_, ok := a.Get(names.AttrStepGPUMissing)
+	return ok
+}
+
+// holdStep registers an engine.step span with the window. It returns true
+// when the span was moved out of the batch to wait for its kernels; else the
+// span says why it has no figures and passes on now.
+func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, ref stepwindow.Ref, hasRef bool) bool {
+	g := p.gpu
+	if g.win == nil || hasStepGPU(span.Attributes()) {
+		return false // not started, or figures made elsewhere (Kineto)
+	}
+	why := gpuwindow.MissingEvicted
+	ok := false
+	hs := &heldStep{ref: ref, hasRef: hasRef}
+	if g.held() < g.maxHeld {
+		info := gpuwindow.StepInfo{
+			Engine:      engineKey(rs.Resource()),
+			LaunchStart: int64(span.StartTimestamp()),
+			LaunchEnd:   int64(span.EndTimestamp()),
+			Deadline:    p.now().Add(g.wait),
+			Ref:         hs,
+			Owner:       g,
+			Link:        gpuwindow.Link{TraceID: span.TraceID(), SpanID: span.SpanID()},
+		}
+		if v, found := span.Attributes().Get(names.AttrStepIndex); found {
+			info.Index = uint64(v.Int())
+			info.Link.Index = info.Index
+		}
+		if v, found := span.Attributes().Get(names.AttrThreadID); found {
+			info.ThreadID = uint32(v.Int())
+		}
+		// Registered under the join's lock, so a tick never finalizes a
+		// step whose span is not held yet.
+		g.mu.Lock()
+		ok, why = g.win.AddStep(info)
+		if ok {
+			hs.td = takeSpan(rs, ss, span)()
+			g.steps++
+		}
+		g.mu.Unlock()
+	}
+	if ok {
+		if hasRef {
+			p.steps.SetGPUPending(ref)
+		}
+		return true
+	}
+	gpuwindow.Result{Missing: why}.WriteAttributes(span.Attributes())
+	if hasRef {
+		p.steps.SetGPU(ref, &stepwindow.GPU{Missing: string(why)})
+	}
+	p.tel.ProcessorInferenceGpuSteps.Add(ctx, 1, g.outcome(string(why))...)
+	return false
+}
+
+func onlySpan(td ptrace.Traces) ptrace.Span {
+	return td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+}
+
+// requestGPU writes a request's GPU figures, or holds the span while some of
+// its steps are still gathering theirs. It returns true when it held it.
+// id is the span's request id ("" when it is none); r, what Normalize
+// found (nil under defer_figures), for engineSpan once it is released.
+func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span,
+	ri *resourceInfo, id string, r *request.Result, canHold bool,
+) bool {
+	g := p.gpu
+	if id == "" || p.steps == nil {
+		return false
+	}
+	arrival, finish := span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime()
+	rg := p.steps.LookupGPU(ri.instance, id, arrival, finish)
+	if !rg.Known() {
+		return false
+	}
+	if rg.Pending > 0 {
+		g.mu.Lock()
+		if g.steps+len(g.requests) < g.maxHeld {
+			h := &heldRequest{
+				instance: ri.instance, id: id, arrival: arrival, finish: finish,
+				deadline: p.now().Add(g.wait), td: takeSpan(rs, ss, span)(),
+			}
+			if r != nil {
+				h.after = &afterGPU{ri: *ri, r: *r, canHold: canHold}
+			}
+			g.requests = append(g.requests, h)
+			g.mu.Unlock()
+			return true
+		}
+		g.mu.Unlock()
+	}
+	p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
+	return false
+}
+
+// requestID is the id a normalized span's GPU figures are looked up by: ""
+// for spans that are not whole requests or were processed before.
+func requestID(r *request.Result) string {
+	if !r.Request || r.Processed {
+		return ""
+	}
+	return r.RequestID
+}
+
+// tickGPU passes on the step spans whose kernels are in, then the request
+// spans whose steps all have their figures (or whose wait is over).
+func (p *inferenceProcessor) tickGPU(ctx context.Context, now time.Time) {
+	g := p.gpu
+	out := ptrace.NewTraces()
+	g.mu.Lock()
+	g.results = g.win.Collect(now, g, g.results[:0])
+	g.steps -= len(g.results)
+	results := g.results
+	g.mu.Unlock()
+	for _, r := range results {
+		hs, ok := r.Ref.(*heldStep)
+		if !ok {
+			continue
+		}
+		r.WriteAttributes(onlySpan(hs.td).Attributes())
+		if hs.hasRef {
+			p.steps.SetGPU(hs.ref, stepGPU(r))
+		}
+		p.tel.ProcessorInferenceGpuSteps.Add(ctx, 1, g.outcome(string(r.Missing))...)
+		hs.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	clear(g.results)
+
+	g.mu.Lock()
+	reqs := g.requests
+	g.requests = nil
+	g.mu.Unlock()
+	var keep []*heldRequest
+	var b batchState
+	for _, h := range reqs {
+		rg := p.steps.LookupGPU(h.instance, h.id, h.arrival, h.finish)
+		if rg.Pending > 0 && now.Before(h.deadline) {
+			keep = append(keep, h)
+			continue
+		}
+		span := onlySpan(h.td)
+		p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
+		if a := h.after; a != nil && p.wantsEngineSpan(span, &a.r) {
+			var take func() ptrace.Traces
+			if a.canHold {
+				td := h.td
+				take = func() ptrace.Traces { return td }
+			}
+			if p.engineSpan(&b, span, &a.ri, &a.r, take) {
+				continue // the agent assembly holds it now
+			}
+		}
+		h.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	g.mu.Lock()
+	g.requests = append(keep, g.requests...)
+	g.mu.Unlock()
+	if p.join == nil && p.agents == nil {
+		p.retryRefused(ctx) // else expire does
+	}
+	p.sendHeld(ctx, out)
+	p.finishBatch(ctx, &b)
+}
+
+// sendHeld passes released spans on in a batch of their own; a refusal is
+// retried on the next ticks, as for the SGLang join.
+func (p *inferenceProcessor) sendHeld(ctx context.Context, td ptrace.Traces) {
+	if td.ResourceSpans().Len() == 0 {
+		return
+	}
+	if err := p.next.ConsumeTraces(ctx, td); err != nil {
+		p.refused(ctx, td, 1, err)
+	}
+}
+
+// drainGPU releases everything held, as it stands, at shutdown.
+func (p *inferenceProcessor) drainGPU(ctx context.Context) error {
+	g := p.gpu
+	p.tickGPU(ctx, time.Unix(1<<40, 0)) // every deadline is past
+	g.win.Release()
+	if n := g.held(); n > 0 {
+		p.logger.Warn("spans still held for GPU figures at shutdown", zap.Int("spans", n))
+	}
+	return nil
+}
+
+// stepGPU is what the step window keeps of a step's figures.
+func stepGPU(r gpuwindow.Result) *stepwindow.GPU {
+	f := r.Figures
+	sg := &stepwindow.GPU{Missing: string(r.Missing), Known: f.KernelCount > 0, KernelNS: f.KernelNS, IdleNS: f.IdleNS}
+	for _, c := range f.Categories {
+		sg.Categories = append(sg.Categories, stepwindow.GPUCategory{Category: c.Category, NS: c.NS})
+	}
+	return sg
+}
+
+func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
+
+// writeRequestGPU writes a request's figures and returns the outcome: ""
+// when every step had whole figures, else the reason.
+func writeRequestGPU(a pcommon.Map, g *stepwindow.RequestGPU) string {
+	why := ""
+	switch {
+	case g.Pending > 0:
+		why = string(gpuwindow.MissingIncomplete)
+	case g.Missing > 0:
+		why = g.MissingReason
+	}
+	if why != "" {
+		a.PutStr(names.AttrGPUMissing, why)
+	}
+	if g.Steps == 0 && g.TimeNS == 0 && g.CPUOverheadNS == 0 {
+		return why
+	}
+	a.PutDouble(names.AttrGPUTime, g.TimeNS/1e9)
+	a.PutDouble(names.AttrCPUOverhead, seconds(g.CPUOverheadNS))
+	g.SortCategories()
+	cats := a.PutEmptySlice(names.AttrGPUCategories)
+	times := a.PutEmptySlice(names.AttrGPUCategoryTimes)
+	for _, c := range g.Categories {
+		cats.AppendEmpty().SetStr(c.Category)
+		times.AppendEmpty().SetDouble(c.NS / 1e9)
+	}
+	return why
+}
