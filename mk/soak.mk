@@ -18,7 +18,8 @@
 TEST_TARGETS += test-soak
 
 test-soak: build
-	INFERPROF_BIN=$(BIN) SOAK_DURATION=30s $(GO) test -race -count=1 -timeout 20m -run '^TestSoak$$' ./e2e/soak/
+	@mkdir -p $(SUMMARY)
+	set -o pipefail; INFERPROF_BIN=$(BIN) SOAK_DURATION=30s $(GO) test -race -count=1 -timeout 20m -run '^TestSoak$$' ./e2e/soak/ 2>&1 | tee $(SUMMARY)/soak.log
 
 SOAK_DURATION ?= 5m
 SOAK_GOMEMLIMIT ?=
