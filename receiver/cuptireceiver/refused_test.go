@@ -36,24 +36,8 @@ func (c *refusing) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error
 }
 
 // kernelCount sums a kernel's count data points over everything the sink got.
-func kernelCount(sink *consumertest.MetricsSink, kernel string) (n int64) {
-	for _, md := range sink.AllMetrics() {
-		for i := 0; i < md.ResourceMetrics().Len(); i++ {
-			ms := md.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics()
-			for j := 0; j < ms.Len(); j++ {
-				if ms.At(j).Name() != names.MetricKernelCount {
-					continue
-				}
-				dps := ms.At(j).Sum().DataPoints()
-				for k := 0; k < dps.Len(); k++ {
-					if v, _ := dps.At(k).Attributes().Get(names.AttrKernelName); v.Str() == kernel {
-						n += dps.At(k).IntValue()
-					}
-				}
-			}
-		}
-	}
-	return n
+func kernelCount(sink *consumertest.MetricsSink, kernel string) int64 {
+	return int64(kernelSum(sink, names.MetricKernelCount, kernel, 0))
 }
 
 // startRefusing starts a receiver that flushes only when the test says, into

@@ -353,8 +353,9 @@ func TestRestoreMergesARefusedInterval(t *testing.T) {
 	k := []uint32{0, a.Kernel([]byte("k"))}
 	a.Add(src, []cuptiwire.Record{{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 0, End: 100}}, k, NewCache())
 	refused, tx := a.FlushTx(10)
-	require.Equal(t, 3, refused.DataPointCount()) // kernel duration and count, busy time
-	a.Release(src) // the connection closed meanwhile: its resource survives the refusal
+	require.Equal(t, 3, refused.DataPointCount(), "kernel duration and count, busy time")
+	// The connection closed meanwhile: its resource survives the refusal.
+	a.Release(src)
 	a.Add(src, []cuptiwire.Record{{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 200, End: 230}}, k, NewCache())
 	require.Zero(t, a.Restore(tx))
 
