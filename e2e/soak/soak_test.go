@@ -375,9 +375,30 @@ func (r *run) memory(t *testing.T) {
 	d := max(r.duration/3, 15*time.Second)
 	require.NoError(t, r.p.resetPeak())
 	r.p.resetSamples()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
+	// As fast as 16 senders go, for at least d and until memory_limiter has
+	// refused data: on a loaded machine they take longer to push the heap to
+	// the limit. Past 4d without a refusal, the assertion below fails.
+	ctx, cancel := context.WithTimeout(t.Context(), 4*d)
 	defer cancel()
-	require.NoError(t, spans.run(ctx, 0, 16)) // as fast as 16 senders go
+	flood := make(chan error, 1)
+	start := time.Now()
+	go func() { flood <- spans.run(ctx, 0, 16) }()
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	var floodErr error
+wait:
+	for {
+		select {
+		case floodErr = <-flood:
+			break wait
+		case <-poll.C:
+			if time.Since(start) >= d && r.telemetry(t).sum("otelcol_processor_memory_limiter_refused_spans") > baseLimiter {
+				cancel()
+			}
+		}
+	}
+	require.NoError(t, floodErr)
+	d = time.Since(start).Round(time.Second)
 	r.alive(t)
 
 	// Refused is not lost: every refused batch was sent again and accepted,
