@@ -176,10 +176,16 @@ func TestAgentTurns(t *testing.T) {
 // them; none leaves the processor.
 func TestAgentsContentRemoved(t *testing.T) {
 	m := redact.NewMatcher(redact.DefaultAttributes)
-	for _, tc := range agentCases {
+	cases := append(append([]agentCase(nil), agentCases...),
+		agentCase{"openllmetry langchain", "agents_langchain", langchainBatches, ""})
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			batches := append([]string(nil), tc.turn1...)
+			if tc.turn2 != "" {
+				batches = append(batches, tc.turn2)
+			}
 			in := 0
-			for _, b := range append(append([]string(nil), tc.turn1...), tc.turn2) {
+			for _, b := range batches {
 				for _, s := range flatten(readBatch(t, b)) {
 					for k := range s.Attributes {
 						if m.Match(k) {
@@ -189,7 +195,11 @@ func TestAgentsContentRemoved(t *testing.T) {
 				}
 			}
 			require.Positive(t, in, "the fixture has content to remove")
-			for _, s := range runConversation(t, tc.turn1, tc.turn2) {
+			out := runTurn(t, batches)
+			if tc.turn2 != "" {
+				out = runConversation(t, tc.turn1, tc.turn2)
+			}
+			for _, s := range out {
 				for k := range s.Attributes {
 					assert.False(t, m.Match(k), "%s kept %s", s.Name, k)
 				}
