@@ -195,11 +195,7 @@ func TestAgentsContentRemoved(t *testing.T) {
 				}
 			}
 			require.Positive(t, in, "the fixture has content to remove")
-			out := runTurn(t, batches)
-			if tc.turn2 != "" {
-				out = runConversation(t, tc.turn1, tc.turn2)
-			}
-			for _, s := range out {
+			for _, s := range runConversation(t, tc.turn1, tc.turn2) {
 				for k := range s.Attributes {
 					assert.False(t, m.Match(k), "%s kept %s", s.Name, k)
 				}

@@ -49,13 +49,7 @@ const lcTrace = "5c0d1e2f3a4b5c6d7e8f90a1b2c3d4e5"
 
 const lcRun = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9"
 
-func lcBatch() *batch {
-	b := newBatch("opentelemetry.instrumentation.langchain",
-		"service.name", "travel-agent", "telemetry.sdk.language", "python",
-		"telemetry.sdk.name", "opentelemetry", "telemetry.sdk.version", "1.38.0")
-	b.td.ResourceSpans().At(0).ScopeSpans().At(0).Scope().SetVersion("0.62.1")
-	return b
-}
+func lcBatch() *batch { return olBatch("travel-agent") }
 
 // lcStep is one plan step's RunnableSequence and its parts.
 type lcStep struct{ seq, assign, parallel, lambda, prompt, parser agentStep }

@@ -48,9 +48,13 @@ import (
 
 const tlTraceA, tlTraceB = "7a3c1d2e4f5061728394a5b6c7d8e9a1", "7a3c1d2e4f5061728394a5b6c7d8e9b2"
 
-func tlBatch() *batch {
+func tlBatch() *batch { return olBatch("travel-graph") }
+
+// olBatch is an export of a Python process OpenLLMetry's LangChain
+// instrumentation traces.
+func olBatch(service string) *batch {
 	b := newBatch("opentelemetry.instrumentation.langchain",
-		"service.name", "travel-graph", "telemetry.sdk.language", "python",
+		"service.name", service, "telemetry.sdk.language", "python",
 		"telemetry.sdk.name", "opentelemetry", "telemetry.sdk.version", "1.38.0")
 	b.td.ResourceSpans().At(0).ScopeSpans().At(0).Scope().SetVersion("0.62.1")
 	return b
