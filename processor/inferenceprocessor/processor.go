@@ -106,6 +106,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 	for _, r := range request.AnomalyReasons {
 		p.anomalyOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))}
 	}
+	p.settings.Prepare()
 	if !cfg.Privacy.KeepContent {
 		p.redactor = redact.New(cfg.Privacy.Attributes, cfg.Privacy.Events)
 		p.settings.RemoveContent(p.redactor.AttributeMatcher())
@@ -252,7 +253,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	var released []join.Released
 	var drop []int
 	var b batchState
-	var t tally
+	var w batchWork
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -268,13 +269,13 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 			drop = drop[:0]
 			for k := 0; k < n; k++ {
 				span := spans.At(k)
-				p.redactEvents(&t, span)
+				p.redactEvents(&w.counts, span)
 				if !p.lateRedact {
-					p.redactAttributes(&t, span)
+					p.redactAttributes(&w.counts, span)
 				}
 				kind := request.Classify(span)
 				if p.lateRedact && !p.direct(kind) {
-					p.redactAttributes(&t, span)
+					p.redactAttributes(&w.counts, span)
 				}
 				switch kind {
 				case request.KindNone:
@@ -313,7 +314,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				if !read {
 					ri, read = p.readResource(rs.Resource()), true
 				}
-				r, found := p.normalize(ctx, &t, kind, spans, k, &ri, q)
+				r, found := p.normalize(ctx, &w, kind, spans, k, n-k, &ri, q)
 				span = spans.At(k) // phase spans may have moved it
 				switch {
 				case p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, true, &found):
@@ -333,7 +334,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	if held {
 		removeEmpty(td)
 	}
-	t.flush(ctx, p)
+	w.counts.flush(ctx, p)
 	p.finishBatch(ctx, &b)
 	if len(released) > 0 {
 		// Released spans belong to earlier batches: they go on in a batch of
@@ -380,6 +381,31 @@ func (p *inferenceProcessor) redactAttributes(t *tally, span ptrace.Span) {
 		return
 	}
 	t.contentAttrs += int64(p.redactor.Attributes(span.Attributes()))
+}
+
+// batchWork is what processing one batch accumulates and reuses.
+type batchWork struct {
+	counts  tally
+	scratch request.Scratch // Normalize's, reused from span to span
+	// steps: 0 not asked yet, 1 the step window holds some engine's steps,
+	// 2 it holds none (see hasSteps).
+	steps uint8
+}
+
+// hasSteps reports whether the step window holds any engine's steps, asked
+// once per batch (after addSteps): without the step hook every look-up of
+// a request would find nothing, and a look-up (its key split, map probes
+// and lock) costs more than the rest of the span's inter-token work. Steps
+// that another batch adds meanwhile are seen by the next batch, as they
+// would be had they come a moment later.
+func (w *batchWork) hasSteps(p *inferenceProcessor) bool {
+	if w.steps == 0 {
+		w.steps = 2
+		if p.steps.Stats().Instances > 0 {
+			w.steps = 1
+		}
+	}
+	return w.steps == 1
 }
 
 // tally is what a batch adds to the per-span self-metrics, added once at its
@@ -432,17 +458,22 @@ func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
 }
 
 // normalize writes the canonical attributes on spans.At(k) and appends its
-// phase spans to spans.
-func (p *inferenceProcessor) normalize(ctx context.Context, t *tally, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) (request.Result, stepsFound) {
+// phase spans to spans; left is how many original spans from k on may get
+// phase spans too.
+func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind request.Kind, spans ptrace.SpanSlice, k, left int, ri *resourceInfo, q request.Queue) (request.Result, stepsFound) {
 	span := spans.At(k)
-	r := request.Normalize(kind, span, &ri.facts, &p.settings, q)
+	t := &w.counts
+	r := request.Normalize(kind, span, &ri.facts, &p.settings, q, &w.scratch)
 	t.contentAttrs += int64(r.ContentRemoved)
 	var found stepsFound
 	if r.Processed {
 		return r, found
 	}
 	if p.steps != nil && r.Request {
-		found = p.interTokenLatency(span, ri.instance, r.RequestID)
+		found = stepsFound{looked: true} // nothing, when the window is empty
+		if w.hasSteps(p) {
+			found = p.interTokenLatency(span, ri.instance, r.RequestID)
+		}
 	}
 	if r.Request {
 		t.requests[kind]++
@@ -451,7 +482,7 @@ func (p *inferenceProcessor) normalize(ctx context.Context, t *tally, kind reque
 		p.countAnomalies(ctx, span, r)
 	}
 	if p.phaseSpans {
-		t.phaseSpans += int64(addPhaseSpans(spans, k, r.Phases))
+		t.phaseSpans += int64(addPhaseSpans(spans, k, left, r.Phases))
 	}
 	return r, found
 }

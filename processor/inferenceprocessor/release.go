@@ -109,13 +109,13 @@ func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
 func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Released) ptrace.Traces {
 	td := ptrace.NewTraces()
 	var b batchState
-	var t tally
-	defer t.flush(ctx, p)
+	var w batchWork
+	defer w.counts.flush(ctx, p)
 	for _, rel := range out {
 		rs := rel.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
 		ri := p.readResource(rs.Resource())
-		r, found := p.normalize(ctx, &t, request.KindSGLangRoot, ss.Spans(), 0, &ri,
+		r, found := p.normalize(ctx, &w, request.KindSGLangRoot, ss.Spans(), 0, 1, &ri,
 			request.Queue{Seconds: rel.Queue, Known: rel.QueueKnown, Start: rel.QueueStart})
 		span := ss.Spans().At(0)
 		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, false, &found) {
