@@ -317,10 +317,10 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				r, found := p.normalize(ctx, &w, kind, spans, k, n-k, &ri, q)
 				span = spans.At(k) // phase spans may have moved it
 				switch {
-				case p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, true, &found):
+				case p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(r), r, true, found):
 					drop = append(drop, k) // held for its steps' GPU figures; released by tickGPU
-				case p.wantsEngineSpan(span, &r):
-					if p.engineSpan(&b, span, &ri, &r, takeSpan(rs, ss, span)) {
+				case p.wantsEngineSpan(span, r):
+					if p.engineSpan(&b, span, &ri, r, takeSpan(rs, ss, span)) {
 						drop = append(drop, k)
 					}
 				}
@@ -387,6 +387,7 @@ func (p *inferenceProcessor) redactAttributes(t *tally, span ptrace.Span) {
 type batchWork struct {
 	counts  tally
 	scratch request.Scratch // Normalize's, reused from span to span
+	found   stepsFound      // normalize's, likewise
 	// steps: 0 not asked yet, 1 the step window holds some engine's steps,
 	// 2 it holds none (see hasSteps).
 	steps uint8
@@ -459,20 +460,21 @@ func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
 
 // normalize writes the canonical attributes on spans.At(k) and appends its
 // phase spans to spans; left is how many original spans from k on may get
-// phase spans too.
-func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind request.Kind, spans ptrace.SpanSlice, k, left int, ri *resourceInfo, q request.Queue) (request.Result, stepsFound) {
+// phase spans too. What it returns is w's, valid until its next call.
+func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind request.Kind, spans ptrace.SpanSlice, k, left int, ri *resourceInfo, q request.Queue) (*request.Result, *stepsFound) {
 	span := spans.At(k)
 	t := &w.counts
 	r := request.Normalize(kind, span, &ri.facts, &p.settings, q, &w.scratch)
 	t.contentAttrs += int64(r.ContentRemoved)
-	var found stepsFound
+	found := &w.found
+	*found = stepsFound{}
 	if r.Processed {
 		return r, found
 	}
 	if p.steps != nil && r.Request {
-		found = stepsFound{looked: true} // nothing, when the window is empty
+		found.looked = true // nothing found, when the window is empty
 		if w.hasSteps(p) {
-			found = p.interTokenLatency(span, ri.instance, r.RequestID)
+			*found = p.interTokenLatency(span, ri.instance, r.RequestID)
 		}
 	}
 	if r.Request {

@@ -118,11 +118,11 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 		r, found := p.normalize(ctx, &w, request.KindSGLangRoot, ss.Spans(), 0, 1, &ri,
 			request.Queue{Seconds: rel.Queue, Known: rel.QueueKnown, Start: rel.QueueStart})
 		span := ss.Spans().At(0)
-		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, false, &found) {
+		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(r), r, false, found) {
 			continue // held for its steps' GPU figures; released by tickGPU
 		}
-		if p.wantsEngineSpan(span, &r) {
-			p.engineSpan(&b, span, &ri, &r, nil)
+		if p.wantsEngineSpan(span, r) {
+			p.engineSpan(&b, span, &ri, r, nil)
 		}
 		rel.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	}

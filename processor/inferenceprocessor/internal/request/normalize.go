@@ -80,7 +80,8 @@ func (s *Settings) Prepare() {
 // passes the same one each time, which spares clearing it whole (it is over
 // a kilobyte); it is not safe for concurrent use.
 type Scratch struct {
-	n reader
+	n      reader
+	result Result
 }
 
 // reader returns the scratch reader, cleared of what a previous span left
@@ -192,8 +193,8 @@ func extract(kind Kind, n *reader, span ptrace.Span, q Queue, f *Figures) {
 // replaced, and listed in inferprof.anomaly. A span an earlier inference
 // processor already handled is left alone; the check rides on the same walk
 // of the attributes, so callers need not call Processed first. sc may be
-// nil.
-func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queue, sc *Scratch) Result {
+// nil. The Result is sc's, valid until sc's next use.
+func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queue, sc *Scratch) *Result {
 	attrs := span.Attributes()
 	if sc == nil {
 		sc = &Scratch{}
@@ -210,7 +211,8 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return set.content.Match(k) })
 	}
 	if sn := &n.snap; sn.has[kOther] || sn.has[kBottleneck] || sn.has[kAnomaly] {
-		return Result{Processed: true, ContentRemoved: removed}
+		sc.result = Result{Processed: true, ContentRemoved: removed}
+		return &sc.result
 	}
 
 	var f Figures
@@ -319,7 +321,8 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		putStr(attrs, sn, kErrorType, et)
 	}
 
-	r := Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID), Model: model}
+	r := &sc.result
+	*r = Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID), Model: model}
 	r.Tokens = Tokens{
 		In: int64(f.In.v), Out: int64(f.Out.v), Cached: int64(f.Cached.v),
 		HasIn: f.In.ok, HasOut: f.Out.ok, HasCch: f.Cached.ok,
