@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/inferprof/inferprof/internal/keyindex"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -134,74 +135,45 @@ var keyNames = [numKeys]string{
 	kAnomaly:          names.AttrAnomaly,
 }
 
-// keyIndex maps a key to its index, or -1. A switch compiles to string
-// comparisons, cheaper here than a map lookup per attribute.
+// keyTable maps every key the snapshot reads to its index; see
+// internal/keyindex for why a table rather than a switch.
+var keyTable = keyindex.New(map[string]int{
+	names.AttrTimeToFirstToken: kTTFT,
+	names.AttrE2E:              kE2E,
+	names.AttrTimeInQueue:      kQueue,
+	names.AttrTimeInPrefill:    kPrefill,
+	names.AttrTimeInDecode:     kDecode,
+	srcInference:               kInference,
+	srcPromptTokens:            kPromptTokens,
+	srcCompletionTokens:        kCompletionTokens,
+	names.AttrInputTokens:      kInputTokens,
+	names.AttrOutputTokens:     kOutputTokens,
+	srcCachedTokens:            kCachedTokens,
+	AttrCacheRead:              kCacheRead,
+	names.AttrProviderName:     kProvider,
+	srcSystem:                  kSystem,
+	names.AttrRequestModel:     kRequestModel,
+	srcResponseModel:           kResponseModel,
+	names.AttrLoRAAdapter:      kLoRA,
+	names.AttrOperationName:    kOperation,
+	names.AttrRequestID:        kRequestID,
+	names.AttrErrorType:        kErrorType,
+	tgiTotal:                   kTGITotal,
+	tgiQueue:                   kTGIQueue,
+	tgiInference:               kTGIInference,
+	tgiValidation:              kTGIValidation,
+	tgiParameters:              kTGIParameters,
+	names.AttrTimePerOutputTok: kTPOT,
+	names.AttrTimeInOther:      kOther,
+	names.AttrBottleneck:       kBottleneck,
+	AttrDecodeQueue:            kDecodeQueue,
+	names.AttrAnomaly:          kAnomaly,
+	srcFinishReasons:           kFinishReasons,
+})
+
+// keyIndex maps a key to its index, or -1.
 func keyIndex(k string) int {
-	switch k {
-	case names.AttrTimeToFirstToken:
-		return kTTFT
-	case names.AttrE2E:
-		return kE2E
-	case names.AttrTimeInQueue:
-		return kQueue
-	case names.AttrTimeInPrefill:
-		return kPrefill
-	case names.AttrTimeInDecode:
-		return kDecode
-	case srcInference:
-		return kInference
-	case srcPromptTokens:
-		return kPromptTokens
-	case srcCompletionTokens:
-		return kCompletionTokens
-	case names.AttrInputTokens:
-		return kInputTokens
-	case names.AttrOutputTokens:
-		return kOutputTokens
-	case srcCachedTokens:
-		return kCachedTokens
-	case AttrCacheRead:
-		return kCacheRead
-	case names.AttrProviderName:
-		return kProvider
-	case srcSystem:
-		return kSystem
-	case names.AttrRequestModel:
-		return kRequestModel
-	case srcResponseModel:
-		return kResponseModel
-	case names.AttrLoRAAdapter:
-		return kLoRA
-	case names.AttrOperationName:
-		return kOperation
-	case names.AttrRequestID:
-		return kRequestID
-	case names.AttrErrorType:
-		return kErrorType
-	case tgiTotal:
-		return kTGITotal
-	case tgiQueue:
-		return kTGIQueue
-	case tgiInference:
-		return kTGIInference
-	case tgiValidation:
-		return kTGIValidation
-	case tgiParameters:
-		return kTGIParameters
-	case names.AttrTimePerOutputTok:
-		return kTPOT
-	case names.AttrTimeInOther:
-		return kOther
-	case names.AttrBottleneck:
-		return kBottleneck
-	case AttrDecodeQueue:
-		return kDecodeQueue
-	case names.AttrAnomaly:
-		return kAnomaly
-	case srcFinishReasons:
-		return kFinishReasons
-	}
-	return -1
+	return keyTable.Index(k)
 }
 
 // liveKey reports whether a LoRA key is one the snapshot does not copy for
