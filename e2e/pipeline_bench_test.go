@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,9 +35,12 @@ import (
 //   - config=default: config/default.yaml as shipped (privacy, inference
 //     with phase spans, inference_metrics to Prometheus, the graphsignal
 //     exporter's local timeline, the trace export to a file);
+//   - config=default_no_phase_spans: the same with the inference
+//     processor's phase_spans off, which shows what the three extra spans
+//     per request cost in the trace export (they are most of the gap);
 //   - config=span_metrics: what a user without inferprof runs for request
-//     metrics: otlp, memory_limiter, contrib's span_metrics (its defaults)
-//     to Prometheus, and the same trace export to a file through batch.
+//     metrics: otlp, memory_limiter and batch, then contrib's span_metrics
+//     (its defaults) to Prometheus and the same trace export to a file.
 //
 // Each sub-benchmark starts its collector, sends one round to warm it up,
 // then measures b.N rounds. A round ends when every trace exporter has
@@ -66,7 +70,6 @@ processors:
   batch: {}
 connectors:
   span_metrics: {}
-  forward/traces: {}
 exporters:
   prometheus:
     endpoint: {{addr "prometheus"}}
@@ -87,12 +90,8 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [memory_limiter]
-      exporters: [span_metrics, forward/traces]
-    traces/export:
-      receivers: [forward/traces]
-      processors: [batch]
-      exporters: [file/traces]
+      processors: [memory_limiter, batch]
+      exporters: [span_metrics, file/traces]
     metrics:
       receivers: [span_metrics]
       processors: [memory_limiter, batch]
@@ -100,9 +99,9 @@ service:
 `
 
 func BenchmarkPipelineCPU(b *testing.B) {
-	order := []string{"span_metrics", "default"}
+	order := []string{"span_metrics", "default", "default_no_phase_spans"}
 	if os.Getenv("BENCH_E2E_ORDER") == "reverse" {
-		order = []string{"default", "span_metrics"}
+		slices.Reverse(order)
 	}
 	template := vllmTemplate(b)
 	for _, name := range order {
@@ -112,9 +111,14 @@ func BenchmarkPipelineCPU(b *testing.B) {
 			var opts e2etest.Options
 			exts := "[pprof]"
 			switch name {
-			case "default":
+			case "default", "default_no_phase_spans":
 				opts = e2etest.Options{ConfigFiles: []string{shippedConfig("default.yaml")}, Env: defaultEnv(b, ports, dir)}
 				exts = "[health_check, pprof]"
+				if name == "default_no_phase_spans" {
+					overlay := filepath.Join(dir, "no_phase_spans.yaml")
+					require.NoError(b, os.WriteFile(overlay, []byte("processors:\n  inference:\n    phase_spans: false\n"), 0o600))
+					opts.ConfigFiles = append(opts.ConfigFiles, overlay)
+				}
 			default:
 				cfg := filepath.Join(dir, "span_metrics.yaml")
 				require.NoError(b, os.WriteFile(cfg, []byte(e2etest.Render(b, ports, dir, spanMetricsConfig)), 0o600))
