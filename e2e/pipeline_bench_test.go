@@ -47,8 +47,8 @@ import (
 // counted every span it was due (the requests, and the phase spans the
 // inference processor reports it added), so batching and export queues are
 // inside the figure. make bench-e2e runs the test binary several times,
-// alternating which configuration goes first, and compares the two with
-// benchstat.
+// reversing the order of the configurations every other run, and compares
+// them with benchstat.
 
 const (
 	e2eBenchSpans = 100_000

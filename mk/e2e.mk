@@ -6,7 +6,8 @@
 # otlp -> span_metrics pipeline run by the same binary
 # (e2e/pipeline_bench_test.go). The two configurations alternate which goes
 # first, one process each per run, BENCHCOUNT runs; benchstat prints default
-# as a ratio of span_metrics.
+# as a ratio of span_metrics, and mk/ratio.sh the ratio of the CPU medians
+# (sec/op is the wall clock of a round, waits included, not the figure).
 .PHONY: bench-e2e
 BENCH_TARGETS += bench-e2e
 BENCH_E2E_ROUNDS ?= 2x
@@ -23,4 +24,4 @@ bench-e2e: build $(BENCHSTAT)
 	    | tee -a $(BENCH_OUT)/e2e-pipeline.txt; \
 	done
 	$(BENCHSTAT) -col '/config@(span_metrics default default_no_phase_spans)' $(BENCH_OUT)/e2e-pipeline.txt
-	@mk/ratio.sh config span_metrics $(BENCH_OUT)/e2e-pipeline.txt
+	@mk/ratio.sh config span_metrics $(BENCH_OUT)/e2e-pipeline.txt cpu-ms/100k-spans

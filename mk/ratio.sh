@@ -2,13 +2,13 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 
-# ratio.sh KEY BASE FILE: for every unit of every benchmark in FILE (go test
-# -bench output), the median of each value of the sub-benchmark key KEY
+# ratio.sh KEY BASE FILE [UNIT]: for every unit (or only UNIT) of every
+# benchmark in FILE (go test -bench output), the median of each value of the sub-benchmark key KEY
 # (e.g. impl in Pipeline/spans=1000/impl=ours) divided by the median of
 # KEY=BASE: the "N x" figures the READMEs quote. benchstat prints the same
 # comparison as a percentage with its confidence interval.
-key=$1 base=$2 file=$3
-awk -v key="$key" -v base="$base" '
+key=$1 base=$2 file=$3 only=${4:-}
+awk -v key="$key" -v base="$base" -v only="$only" '
 /^Benchmark/ {
   name = $1; sub(/-[0-9]+$/, "", name)
   val = ""; n = split(name, parts, "/"); group = ""
@@ -18,7 +18,8 @@ awk -v key="$key" -v base="$base" '
   }
   if (val == "") next
   for (i = 3; i + 1 <= NF; i += 2) {
-    u = $(i + 1); k = group SUBSEP u SUBSEP val
+    u = $(i + 1); if (only != "" && u != only) continue
+    k = group SUBSEP u SUBSEP val
     cnt[k]++; v[k, cnt[k]] = $i
     if (!((group, u) in seen)) { seen[group, u] = 1; order[++no] = group SUBSEP u }
     if (!((group, u, val) in seenv)) { seenv[group, u, val] = 1; vals[group, u] = vals[group, u] " " val }
