@@ -164,11 +164,18 @@ func validStep() *Step {
 		KVUsage: 0.25, HookEvictedIDs: 4, ServiceName: "svc", EngineVersion: "0.11.0", Host: "h",
 		InstanceID: "6f1d", RequestIDs: []string{"a", "b"}, RequestTokens: []int64{1, 2},
 		Preempted: []string{"c"}, Resumed: []string{"d", "e"},
+		Batch: 5, Windows: []Window{{StartUnixNs: 1_100, EndUnixNs: 1_300, ThreadID: 42}, {StartUnixNs: 1_400, EndUnixNs: 1_450, ThreadID: 42}},
 	}
 }
 
-func validStepV2() *Step {
+func validStepV3() *Step {
 	s := validStep()
+	s.Version, s.Batch, s.Windows = 3, 0, nil
+	return s
+}
+
+func validStepV2() *Step {
+	s := validStepV3()
 	s.Version, s.InstanceID = 2, ""
 	return s
 }
@@ -180,17 +187,32 @@ func validStepV1() *Step {
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, want := range []*Step{validStep(), validStepV2(), validStepV1()} {
+	for _, want := range []*Step{validStep(), validStepV3(), validStepV2(), validStepV1()} {
 		var got Step
 		b := Encode(want)
 		require.NoError(t, Decode(b, &got))
+		if len(want.Windows) == 0 {
+			got.Windows = nil
+		}
 		assert.Equal(t, *want, got)
 		assert.Equal(t, want.Version, b[4])
 	}
 	ids := 2*(4+1) + (2 + 1)
 	assert.Len(t, Encode(validStepV1()), HeaderSizeV1+(1+3)+(1+6)+(1+1)+ids, "no version 2 fields")
 	assert.Len(t, Encode(validStepV2()), HeaderSizeV2+(1+3)+(1+6)+(1+1)+ids+2*(2+1), "no instance id")
-	assert.Len(t, Encode(validStep()), HeaderSizeV3+(1+3)+(1+6)+(1+1)+(1+4)+ids+2*(2+1))
+	assert.Len(t, Encode(validStepV3()), HeaderSizeV3+(1+3)+(1+6)+(1+1)+(1+4)+ids+2*(2+1), "no batch, no windows")
+	assert.Len(t, Encode(validStep()), HeaderSizeV4+(1+3)+(1+6)+(1+1)+(1+4)+ids+2*(2+1)+2*WindowSize)
+}
+
+// An older record decodes with no batch and no windows, even into a Step
+// that held them.
+func TestOlderVersionClearsWindows(t *testing.T) {
+	var s Step
+	require.NoError(t, Decode(Encode(validStep()), &s))
+	require.Len(t, s.Windows, 2)
+	require.NoError(t, Decode(Encode(validStepV3()), &s))
+	assert.Zero(t, s.Batch)
+	assert.Empty(t, s.Windows)
 }
 
 func TestDecodeErrors(t *testing.T) {
@@ -211,18 +233,26 @@ func TestDecodeErrors(t *testing.T) {
 		{"short v2 header", good[:HeaderSizeV2-1], ErrShort},
 		{"flags", mutate(func(b []byte) []byte { b[7] = 0x80; return b }), ErrFlags},
 		{"degraded in v1", append(Encode(validStepV1())[:6:6], append([]byte{byte(FlagDegraded), 0}, Encode(validStepV1())[8:]...)...), ErrFlags},
-		{"truncated resumed id", good[:len(good)-2], ErrShort},
-		{"truncated instance id", good[:HeaderSizeV3+(1+3)+(1+6)+(1+1)+3], ErrShort},
-		{"instance id utf8", mutate(func(b []byte) []byte { b[HeaderSizeV3+(1+3)+(1+6)+(1+1)+1] = 0xff; return b }), ErrUTF8},
+		{"truncated resumed id", Encode(validStepV3())[:len(Encode(validStepV3()))-2], ErrShort},
+		{"short v4 header", good[:HeaderSizeV4-1], ErrShort},
+		{"truncated instance id", good[:HeaderSizeV4+(1+3)+(1+6)+(1+1)+3], ErrShort},
+		{"instance id utf8", mutate(func(b []byte) []byte { b[HeaderSizeV4+(1+3)+(1+6)+(1+1)+1] = 0xff; return b }), ErrUTF8},
+		{"too many windows", mutate(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[86:], MaxWindows+1); return b }), ErrWindows},
+		{"truncated window", good[:len(good)-1], ErrShort},
+		{"window ends before it starts", mutate(func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b[len(b)-WindowSize+8:], 1_000)
+			return b
+		}), ErrWindow},
+		{"missing window", mutate(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[86:], 3); return b }), ErrShort},
 		{"zero index", mutate(func(b []byte) []byte { clear(b[16:24]); return b }), ErrZeroIndex},
 		{"times", mutate(func(b []byte) []byte { b[39] = 0x80; return b }), ErrTimes},
 		{"kv usage", mutate(func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b[60:], math.Float32bits(float32(math.NaN())))
 			return b
 		}), ErrKVUsage},
-		{"truncated id", good[:len(good)-1], ErrShort},
+		{"truncated id", Encode(validStepV3())[:len(Encode(validStepV3()))-1], ErrShort},
 		{"trailing", append(append([]byte(nil), good...), 0), ErrTrailing},
-		{"utf8", mutate(func(b []byte) []byte { b[len(b)-1] = 0xff; return b }), ErrUTF8},
+		{"utf8", func() []byte { b := Encode(validStepV3()); b[len(b)-1] = 0xff; return b }(), ErrUTF8},
 		{"too large", make([]byte, MaxDatagram+1), ErrTooLarge},
 	}
 	for _, tt := range tests {
@@ -249,6 +279,7 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Add(Encode(validStep()))
+	f.Add(Encode(validStepV3()))
 	f.Add(Encode(validStepV2()))
 	f.Add(Encode(validStepV1()))
 	d := NewDecoder()

@@ -15,6 +15,7 @@ logger = logging.getLogger("inferprof_hook")
 ENV_ENDPOINT = "INFERPROF_STEP_ENDPOINT"
 ENV_DISABLED = "INFERPROF_HOOK_DISABLED"
 ENV_RESOURCE = "OTEL_RESOURCE_ATTRIBUTES"
+ENV_WINDOWS = "INFERPROF_LAUNCH_WINDOWS"
 DEFAULT_ENDPOINT = "/tmp/inferprof/engine-step.sock"
 
 _warned = set()
@@ -28,6 +29,14 @@ rings_opened = 0
 
 def disabled():
     return os.environ.get(ENV_DISABLED, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def launch_windows():
+    """Whether steps carry their batch's launch windows (and vLLM's
+    executor workers send launch marks); INFERPROF_LAUNCH_WINDOWS=0 turns
+    them off, and the collector then ties kernels to steps by the steps'
+    time ranges."""
+    return os.environ.get(ENV_WINDOWS, "").strip().lower() not in ("0", "false", "no", "off")
 
 
 def endpoint():

@@ -115,7 +115,7 @@ class Emitter:
         self.ids.pop(rid, None)
 
     def emit(self, start_ns, end_ns, prefill, decode, scheduled, running, waiting,
-             kv_usage, entries, preempted=(), resumed=()):
+             kv_usage, entries, preempted=(), resumed=(), batch=0, windows=()):
         """Encodes one step and writes it to the ring, or sends it.
 
         This is wire.encode specialised for the hot path: the frame, header
@@ -149,10 +149,17 @@ class Emitter:
         else:
             m = k = 0
             over = False
+        if windows:
+            wins = wire.windows_bytes(windows)
+            nw = len(wins) // wire.WINDOW.size
+        else:
+            wins, nw = b"", 0
         # Entries take at least 4 bytes each, so within room n < 65536.
-        if over or len(body) > self.room:
-            body, n, m, k = wire.truncate(self.room, entries, preempted, resumed)
+        if over or len(body) + len(wins) > self.room:
+            body, n, m, k = wire.truncate(self.room - len(wins), entries, preempted, resumed)
             flags |= wire.FLAG_IDS_TRUNCATED
+        if wins:
+            body += wins
         size = self.head + len(body)  # the record without its frame
         total = size + 4
         r = self.ring
@@ -174,7 +181,7 @@ class Emitter:
         self.pack_into(
             buf, at, size, self.prefix, flags, self.pid, self.engine_index, self.step, start_ns,
             end_ns, prefill, decode, scheduled, running, waiting, kv, self.dropped, self.evicted,
-            n, m, k, self.ident)
+            n, m, k, batch, nw, self.ident)
         if r is None:
             if self.capacity and end_ns >= self.ring_at and self._open_ring(end_ns):
                 return self._ring_write(bytes(buf) + body)
@@ -199,6 +206,31 @@ class Emitter:
             r.wake(sleep)
         if end_ns >= r.check_at and not r.check(end_ns):
             self._close_ring(end_ns + RING_GIVE_UP_NS)
+        return True
+
+    def send_record(self, rec, now_ns):
+        """Writes one record (a launch mark) to the ring, or sends it; the
+        plain path, for records far rarer than steps."""
+        r = self.ring
+        if r is None:
+            if self.capacity and now_ns >= self.ring_at and self._open_ring(now_ns):
+                return self._ring_write(wire.FRAME.pack(len(rec)) + rec)
+            if self.sender.send(rec):
+                self.sent += 1
+                return True
+            self.dropped += 1
+            return False
+        if not r.write(wire.FRAME.pack(len(rec)) + rec):
+            self.dropped += 1
+            if now_ns >= r.check_at and not r.check(now_ns):
+                self._close_ring(now_ns + RING_GIVE_UP_NS)
+            return False
+        self.sent += 1
+        sleep = r.q[W_SLEEP]
+        if sleep & 1:
+            r.wake(sleep)
+        if now_ns >= r.check_at and not r.check(now_ns):
+            self._close_ring(now_ns + RING_GIVE_UP_NS)
         return True
 
     def _ring_write(self, rec):

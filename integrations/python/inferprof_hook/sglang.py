@@ -23,11 +23,24 @@ Retractions (SGLang's preemptions) happen in update_running_batch, which
 drops retracted requests from the decode batch it is preparing; they are
 reported with that batch, and reported again as resumed when a prefill batch
 takes them back.
+
+Launch windows. The scheduler thread launches a batch's GPU work itself
+(run_batch calls model_worker.forward_batch_generation inside
+forward_stream_ctx; scheduler.py @0003215c), in four places, and the step
+carries each as a launch window: get_next_batch_to_run, which prepares the
+batch (prepare_for_extend/prepare_for_decode allocate KV slots and build
+its tensors on the schedule stream); run_batch (the forward, and sampling
+unless it is delayed); launch_batch_sample_if_needed, which the overlap
+loop calls after processing the previous batch (sampling that waits for a
+grammar); and process_batch_result (frees and caches what the batch
+finished). The overlap loop runs these for batch N while N-1 is processed,
+so the step's time range alone would hold the wrong launches.
 """
 
 import collections
 import functools
 import operator
+import threading
 import time
 
 from . import _state, wire
@@ -51,12 +64,15 @@ class _Launch:
     """A batch as run_batch launched it."""
 
     __slots__ = ("batch", "reqs", "t0", "kind", "prefill", "decode", "scheduled",
-                 "retracted", "resumed")
+                 "retracted", "resumed", "number", "windows")
 
     def __init__(self, batch, reqs, t0):
         self.batch = batch
         self.reqs = reqs
         self.t0 = t0
+        self.number = 0
+        # (start_ns, end_ns, thread id) of the calls that launched its work.
+        self.windows = []
         self.kind = 0  # 0: nothing to report (idle), 1: extend, 2: decode
         self.prefill = self.decode = self.scheduled = 0
         self.retracted = ()
@@ -65,7 +81,7 @@ class _Launch:
 
 class _Step:
     __slots__ = ("emitter", "launched", "last_end", "retracted", "retracted_next", "checked",
-                 "missing", "draft_tokens")
+                 "missing", "draft_tokens", "batches", "prep", "windows")
 
     def __init__(self, emitter, missing, draft_tokens):
         self.emitter = emitter
@@ -80,6 +96,11 @@ class _Step:
         self.checked = False
         self.missing = missing
         self.draft_tokens = draft_tokens
+        # run_batch calls so far: the number of the last batch.
+        self.batches = 0
+        # The get_next_batch_to_run call that prepared the next batch.
+        self.prep = None
+        self.windows = _state.launch_windows()
 
 
 def patch(module):
@@ -93,7 +114,9 @@ def patch(module):
         return []
     wrapped = []
     for name, wrap in (("run_batch", _wrap_run), ("process_batch_result", _wrap_process),
-                       ("update_running_batch", _wrap_update_running)):
+                       ("update_running_batch", _wrap_update_running),
+                       ("get_next_batch_to_run", _wrap_next),
+                       ("launch_batch_sample_if_needed", _wrap_sample)):
         fn = cls.__dict__.get(name)
         if fn is None:
             continue
@@ -149,8 +172,55 @@ def _state_of(sched):
     return st
 
 
+def _wrap_next(fn):
+    time_ns = time.time_ns
+    native_id = threading.get_native_id
+
+    @functools.wraps(fn)
+    def get_next_batch_to_run(self, *args, **kwargs):
+        st = self.__dict__.get(_ATTR)
+        if st is None:
+            st = _state_of(self)
+        if st is False or not st.windows:
+            return fn(self, *args, **kwargs)
+        t0 = time_ns()
+        out = fn(self, *args, **kwargs)
+        # Current SGLang returns a NextBatchPlan, older a ScheduleBatch.
+        batch = getattr(out, "batch_to_run", out)
+        st.prep = (t0, time_ns(), native_id()) if batch else None
+        return out
+
+    get_next_batch_to_run._inferprof_wrapped = True
+    return get_next_batch_to_run
+
+
+def _wrap_sample(fn):
+    time_ns = time.time_ns
+    native_id = threading.get_native_id
+
+    @functools.wraps(fn)
+    def launch_batch_sample_if_needed(self, batch_result, cur_batch, *args, **kwargs):
+        st = self.__dict__.get(_ATTR)
+        if st is None:
+            st = _state_of(self)
+        # Only a delayed sample launches anything (delay_sample_func).
+        if st is False or not st.windows or getattr(batch_result, "delay_sample_func", None) is None:
+            return fn(self, batch_result, cur_batch, *args, **kwargs)
+        t0 = time_ns()
+        try:
+            return fn(self, batch_result, cur_batch, *args, **kwargs)
+        finally:
+            q = st.launched
+            if q and q[-1].batch is cur_batch and len(q[-1].windows) < wire.MAX_WINDOWS:
+                q[-1].windows.append((t0, time_ns(), native_id()))
+
+    launch_batch_sample_if_needed._inferprof_wrapped = True
+    return launch_batch_sample_if_needed
+
+
 def _wrap_run(fn):
     time_ns = time.time_ns
+    native_id = threading.get_native_id
 
     @functools.wraps(fn)
     def run_batch(self, batch, *args, **kwargs):
@@ -160,13 +230,21 @@ def _wrap_run(fn):
         if st is False:
             return fn(self, batch, *args, **kwargs)
         launch = None
+        t0 = time_ns()
         try:
-            launch = _capture(st, batch, time_ns())
+            launch = _capture(st, batch, t0)
         except Exception:
             _state.fail_once("sglang run_batch", self)
         out = fn(self, batch, *args, **kwargs)
         if launch is not None:
+            st.batches += 1
+            launch.number = st.batches
+            if st.windows:
+                if st.prep is not None:
+                    launch.windows.append(st.prep)
+                launch.windows.append((t0, time_ns(), native_id()))
             st.launched.append(launch)
+        st.prep = None
         return out
 
     run_batch._inferprof_wrapped = True
@@ -255,6 +333,7 @@ def _wrap_process(fn):
         if st is False:
             return fn(self, batch, *args, **kwargs)
         launch = before = None
+        t0 = time_ns()
         try:
             launch = _match(st, batch)
             if launch.kind:
@@ -264,6 +343,8 @@ def _wrap_process(fn):
         out = fn(self, batch, *args, **kwargs)
         t1 = time_ns()
         if before is not None:
+            if st.windows and len(launch.windows) < wire.MAX_WINDOWS:
+                launch.windows.append((t0, t1, threading.get_native_id()))
             try:
                 _after(self, st, batch, launch, before, t1)
             except Exception:
@@ -351,4 +432,5 @@ def _after(sched, st, batch, launch, before, t1):
         kv = None
     em.emit(t0, t1, launch.prefill, launch.decode, launch.scheduled, running, waiting, kv,
             entries, [wire.id_bytes(r) for r in launch.retracted] if launch.retracted else (),
-            [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else ())
+            [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else (),
+            launch.number, launch.windows)

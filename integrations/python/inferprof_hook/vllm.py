@@ -15,6 +15,21 @@ to learn when each batch was scheduled.
 A step runs from when its batch was scheduled, or from the end of the
 previous update if that came later, to the return of its update.
 
+Launch windows. Under async scheduling that range holds the next batch's
+launches too (step_with_batch_queue launches batch N+1 before it waits for
+N), so each step also carries the intervals in which its own batch was
+launched: the engine's model executor is wrapped on its instance, and each
+execute_model call (and the sample_tokens call that follows it) is timed
+and numbered. With the uniprocess executor (one GPU) these calls run the
+worker on the engine thread (UniProcExecutor.collective_rpc ->
+run_method(driver_worker, ...), vllm/v1/executor/uniproc_executor.py
+@01e4fce0), so they are where the batch's kernels are launched. With the
+multiprocess executor (tensor parallelism) they only enqueue the call for
+the worker processes, which launch when their main thread takes it off the
+queue (WorkerProc.worker_busy_loop, multiproc_executor.py @00f6c9bf); the
+hook then runs in each worker too (patch_worker) and sends a launch mark
+per call, numbered as the engine numbers them.
+
 EngineCore.__init__ is patched at class level, so the hook attaches to every
 engine as it is built. EngineCore.preprocess_add_request is patched to
 record the API request id of each request as it arrives: vLLM makes its own
@@ -28,12 +43,17 @@ Only counts and request ids are read: never prompt or output token values
 
 import collections
 import functools
+import os
+import socket
+import threading
 import time
 
 from . import _state, wire
 from .emitter import Emitter
 
 MODULE = "vllm.v1.engine.core"
+# Where the multiprocess executor's worker processes live.
+WORKER_MODULE = "vllm.v1.executor.multiproc_executor"
 _ATTR = "_inferprof_step"
 
 # The vLLM sources this hook was written and tested against (see the README).
@@ -53,14 +73,21 @@ class _Step:
     """Hook state attached to one EngineCore instance."""
 
     __slots__ = ("emitter", "scheduler", "scheduled", "last_end", "preempted", "checked",
-                 "has_preprocess")
+                 "has_preprocess", "batches", "executing")
 
     def __init__(self, emitter, scheduler, has_preprocess):
         self.emitter = emitter
         self.scheduler = scheduler
-        # (SchedulerOutput, time schedule() was called), oldest first. The
-        # batch queue holds at most max_concurrent_batches of them.
+        # [SchedulerOutput, time schedule() was called, batch number, launch
+        # windows], oldest first. The batch queue holds at most
+        # max_concurrent_batches of them.
         self.scheduled = collections.deque(maxlen=16)
+        # execute_model calls so far: the batch number of the last one.
+        # Worker processes count the same calls.
+        self.batches = 0
+        # The entry of scheduled whose batch was executed last: the next
+        # sample_tokens call samples it.
+        self.executing = None
         self.last_end = 0
         # Preempted request ids not yet resumed (dict as an ordered set).
         self.preempted = {}
@@ -137,11 +164,63 @@ def _attach(core):
                    callable(getattr(type(core), "preprocess_add_request", None)))
         sched.schedule = _wrap_schedule(st, schedule)
         sched.update_from_output = _wrap_update(st, update)
+        if _state.launch_windows():
+            _wrap_executor(st, getattr(core, "model_executor", None))
     except Exception:
         _state.fail_once("vllm attach", core)
         st = False
     core.__dict__[_ATTR] = st
     return st
+
+
+def _wrap_executor(st, ex):
+    """Times and numbers the executor's launching calls, on its instance."""
+    execute = getattr(ex, "execute_model", None)
+    if not callable(execute):
+        return
+    time_ns = time.time_ns
+    native_id = threading.get_native_id
+    scheduled = st.scheduled
+
+    @functools.wraps(execute)
+    def execute_model(scheduler_output, *args, **kwargs):
+        t0 = time_ns()
+        try:
+            return execute(scheduler_output, *args, **kwargs)
+        finally:
+            t1 = time_ns()
+            st.batches += 1
+            rec = None
+            if scheduled and scheduled[-1][0] is scheduler_output:
+                rec = scheduled[-1]
+            else:
+                for e in scheduled:
+                    if e[0] is scheduler_output:
+                        rec = e
+            if rec is not None:
+                rec[2] = st.batches
+                rec[3] = [(t0, t1, native_id())]
+            st.executing = rec
+
+    ex.execute_model = execute_model
+    sample = getattr(ex, "sample_tokens", None)
+    if not callable(sample):
+        return
+
+    @functools.wraps(sample)
+    def sample_tokens(*args, **kwargs):
+        t0 = time_ns()
+        try:
+            return sample(*args, **kwargs)
+        finally:
+            # sample_tokens samples the batch executed last: in step() and
+            # in step_with_batch_queue, including the deferred sampling of a
+            # structured-output batch after the previous update.
+            rec = st.executing
+            if rec is not None and rec[3] is not None and len(rec[3]) < wire.MAX_WINDOWS:
+                rec[3].append((t0, time_ns(), native_id()))
+
+    ex.sample_tokens = sample_tokens
 
 
 def _wrap_schedule(st, schedule):
@@ -155,7 +234,7 @@ def _wrap_schedule(st, schedule):
         # vLLM calls schedule() bare; forwarding nothing skips building the
         # call from *args and **kwargs on every step.
         so = schedule(*args, **kwargs) if args or kwargs else schedule()
-        append((so, t))
+        append([so, t, 0, None])
         return so
 
     return caught_schedule
@@ -181,14 +260,15 @@ def _wrap_update(st, update):
     return update_from_output
 
 
-def _scheduled_at(st, so, t1):
-    """When so was scheduled; drops older entries that never got an update."""
+def _scheduled_entry(st, so, t1):
+    """The scheduled entry of so; drops older entries that never got an
+    update."""
     q = st.scheduled
     while q:
-        s, t = q.popleft()
-        if s is so:
-            return t
-    return st.last_end or t1
+        e = q.popleft()
+        if e[0] is so:
+            return e
+    return [so, st.last_end or t1, 0, None]
 
 
 def _check(st, so):
@@ -219,9 +299,10 @@ def _after(st, so, out, t1):
     # The batch updated is the oldest scheduled one, unless a schedule()
     # never got its update.
     if q and q[0][0] is so:
-        t0 = q.popleft()[1]
+        rec = q.popleft()
     else:
-        t0 = _scheduled_at(st, so, t1)
+        rec = _scheduled_entry(st, so, t1)
+    t0 = rec[1]
     if t0 < st.last_end:
         t0 = st.last_end  # async: scheduled while the previous batch was updated
     if not st.checked:
@@ -268,7 +349,7 @@ def _after(st, so, out, t1):
     # A schedule() that found nothing to run (requests waiting for remote KV
     # or grammar compilation) is not a step; vLLM retries it every 1 ms.
     if scheduled or entries or pre:
-        _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1)
+        _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1, rec[2], rec[3])
     if finished:
         ids = em.ids
         pending = st.preempted
@@ -297,7 +378,7 @@ def _entries(em, outputs):
     return entries
 
 
-def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1):
+def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1, batch, windows):
     cached = so.scheduled_cached_reqs
     req_ids = cached.req_ids
     pending = st.preempted
@@ -371,7 +452,7 @@ def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1):
     except Exception:
         kv = None
     em.emit(t0, t1, prefill, decode, scheduled, running, waiting, kv, entries,
-            preempted_b, resumed_b)
+            preempted_b, resumed_b, batch, windows or ())
 
 
 def _alias_new(em, sched, new_reqs):
@@ -387,3 +468,100 @@ def _alias_new(em, sched, new_reqs):
             ext = getattr(reqs.get(rid), "external_req_id", None)
             if ext:
                 em.alias(rid, ext)
+
+
+class _Worker:
+    """Hook state of one executor worker process: its batch count and the
+    emitter its launch marks go out through."""
+
+    __slots__ = ("emitter", "ident", "pid", "ppid", "batch", "tokens")
+
+    def __init__(self):
+        self.emitter = Emitter(wire.ENGINE_VLLM, "vllm", _state.version("vllm"), 0, _state.sender())
+        iid = _state.instance_id()
+        self.ident = wire.mark_identity(socket.gethostname(), iid)
+        self.pid = os.getpid()
+        self.ppid = os.getppid()
+        self.batch = 0
+        self.tokens = 0
+
+    def mark(self, t0, t1, final):
+        rec = wire.encode_mark(wire.ENGINE_VLLM, self.pid, self.ppid, self.batch, t0, t1,
+                               threading.get_native_id(), self.tokens, self.emitter.dropped,
+                               self.ident, final)
+        self.emitter.send_record(rec, t1)
+
+
+def patch_worker(module):
+    """Patches module.WorkerProc (vLLM's multiprocess executor worker) so
+    that each worker process sends launch marks; returns the names wrapped."""
+    cls = getattr(module, "WorkerProc", None)
+    fn = cls.__dict__.get("__init__") if cls is not None else None
+    if fn is None or not _state.launch_windows():
+        return []
+    if not getattr(fn, "_inferprof_wrapped", False):
+        cls.__init__ = _wrap_worker_init(fn)
+    return ["WorkerProc.__init__"]
+
+
+def _wrap_worker_init(fn):
+    @functools.wraps(fn)
+    def __init__(self, *args, **kwargs):
+        fn(self, *args, **kwargs)
+        try:
+            _attach_worker(self.worker)
+        except Exception:
+            _state.fail_once("vllm worker attach", self)
+
+    __init__._inferprof_wrapped = True
+    return __init__
+
+
+def _attach_worker(wrapper):
+    """Wraps execute_model and sample_tokens on the worker's
+    WorkerWrapperBase instance: the worker's busy loop calls
+    getattr(self.worker, method), which finds them before the wrapper's
+    class method or its __getattr__ (vllm/v1/worker/worker_base.py
+    @02432253). One execute_model call per batch, as in the engine, so the
+    k-th call here is the engine's batch k."""
+    execute = wrapper.execute_model
+    sample = getattr(wrapper, "sample_tokens", None)
+    ws = _Worker()
+    time_ns = time.time_ns
+    now = time_ns()
+    ws.mark(now, now, True)  # hello: batch 0, marks will follow
+
+    @functools.wraps(execute)
+    def execute_model(scheduler_output, *args, **kwargs):
+        t0 = time_ns()
+        out = None
+        try:
+            out = execute(scheduler_output, *args, **kwargs)
+            return out
+        finally:
+            t1 = time_ns()
+            try:
+                ws.batch += 1
+                ws.tokens = scheduler_output.total_num_scheduled_tokens
+                # None: sample_tokens follows for this batch (WorkerBase's
+                # contract), so more of its launches are to come.
+                ws.mark(t0, t1, out is not None)
+            except Exception:
+                _state.fail_once("vllm worker execute_model")
+
+    wrapper.execute_model = execute_model
+    if not callable(sample):
+        return
+
+    @functools.wraps(sample)
+    def sample_tokens(*args, **kwargs):
+        t0 = time_ns()
+        try:
+            return sample(*args, **kwargs)
+        finally:
+            try:
+                ws.mark(t0, time_ns(), True)
+            except Exception:
+                _state.fail_once("vllm worker sample_tokens")
+
+    wrapper.sample_tokens = sample_tokens

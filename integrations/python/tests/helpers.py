@@ -24,7 +24,10 @@ from guard import Guarded  # noqa: E402
 from inferprof_hook import _state, ring, wire  # noqa: E402
 
 # What a step datagram and a batch of the fakes' ground truth share.
-FIELDS = ("request_ids", "request_tokens", "prefill", "decode", "scheduled_tokens", "preempted", "resumed")
+# The batch number too: the hook counts the executor's calls (vLLM) or
+# run_batch (SGLang), and the fakes number their batches themselves.
+FIELDS = ("request_ids", "request_tokens", "prefill", "decode", "scheduled_tokens", "preempted", "resumed",
+          "batch")
 
 
 class Collector:

@@ -56,12 +56,12 @@ class EngineCore:
     """Inner loop of the fake engine."""
 
     def __init__(self, scheduler=None, step_time=0.0, async_scheduling=False, data_parallel_rank=0,
-                 executor=None):
+                 executor=None, gpu=None):
         self.vllm_config = VllmConfig(data_parallel_rank, async_scheduling)
         if scheduler is None:
             scheduler = (AsyncScheduler if async_scheduling else Scheduler)()
         self.scheduler = scheduler
-        self.model_executor = executor or Executor(scheduler, step_time)
+        self.model_executor = executor or Executor(scheduler, step_time, gpu)
         self.batch_queue_size = self.vllm_config.max_concurrent_batches
         self.batch_queue = None
         if self.batch_queue_size > 1:

@@ -203,6 +203,12 @@ class Scheduler:
             "resumed": sorted(ext.get(r.request_id, r.request_id) for r in resumed),
         }
 
+    def note_batch(self, so, n):
+        """The executor numbered so's batch n (ground truth only)."""
+        t = self._pending_truth.get(id(so))
+        if t is not None:
+            t["batch"] = n
+
     def update_draft_token_ids(self, drafts):
         for rid, ids in drafts.items():
             req = self.requests.get(rid)
