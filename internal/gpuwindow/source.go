@@ -27,6 +27,8 @@ type source struct {
 	maxCorr   uint32
 	watermark int64 // every launch before it has arrived
 	pendL     []cuptiwire.Launch
+	heldLo    uint32 // lowest and highest correlation id among pendL (and
+	heldHi    uint32 // the held launches being placed again)
 	pendK     []pendingKernel
 	devs      [64]uint64 // device ordinal → latest kernel end seen; ordinals past 63 share the last
 	lastStep  uint64     // seq of the latest step it added kernels to
@@ -163,6 +165,11 @@ func (w *Window) holdLaunchLocked(s *source, l cuptiwire.Launch) {
 		w.stats.LaunchesDropped++
 		s.counts.LaunchesDropped++
 	}
+	if s.heldHi == 0 {
+		s.heldLo, s.heldHi = l.Correlation, l.Correlation
+	} else {
+		s.heldLo, s.heldHi = min(s.heldLo, l.Correlation), max(s.heldHi, l.Correlation)
+	}
 	s.pendL = append(s.pendL, l)
 }
 
@@ -246,7 +253,12 @@ func (s *source) stepEnd(st *step) (int64, bool) {
 func (s *source) addRun(corr uint32, st *step, from int64) {
 	n := len(s.runs)
 	if n > 0 && corr > s.runs[n-1].hi {
-		if last := &s.runs[n-1]; last.st == st && last.from == from && (st == nil || !st.done) {
+		// A run may not grow over a launch that is still held: under async
+		// scheduling the next batch's launch waits for its step while this
+		// batch's later launches are placed.
+		last := &s.runs[n-1]
+		spansHeld := s.heldHi != 0 && last.hi < s.heldHi && s.heldLo < corr
+		if last.st == st && last.from == from && (st == nil || !st.done) && !spansHeld {
 			last.hi = corr
 			return
 		}
@@ -310,8 +322,16 @@ func (w *Window) placePendingLocked(s *source) {
 	}
 	held := s.pendL
 	s.pendL = nil
+	// heldLo and heldHi still cover held while it is placed again.
 	for _, l := range held {
 		w.placeLocked(s, l)
+	}
+	s.heldLo, s.heldHi = 0, 0
+	for _, l := range s.pendL {
+		if s.heldHi == 0 {
+			s.heldLo, s.heldHi = l.Correlation, l.Correlation
+		}
+		s.heldLo, s.heldHi = min(s.heldLo, l.Correlation), max(s.heldHi, l.Correlation)
 	}
 	w.retryKernelsLocked(s, time.Time{})
 }

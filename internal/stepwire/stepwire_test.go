@@ -20,31 +20,33 @@ import (
 
 // pyStep is what integrations/python/inferprof_hook/wire.py decode() writes.
 type pyStep struct {
-	Engine          uint8    `json:"engine"`
-	Flags           uint16   `json:"flags"`
-	PID             uint32   `json:"pid"`
-	EngineIndex     uint32   `json:"engine_index"`
-	Step            uint64   `json:"step"`
-	StartNs         int64    `json:"start_ns"`
-	EndNs           int64    `json:"end_ns"`
-	Prefill         uint32   `json:"prefill"`
-	Decode          uint32   `json:"decode"`
-	ScheduledTokens uint32   `json:"scheduled_tokens"`
-	Running         uint32   `json:"running"`
-	Waiting         uint32   `json:"waiting"`
-	KVUsage         *float64 `json:"kv_usage"`
-	HookDropped     uint32   `json:"hook_dropped"`
-	HookEvictedIDs  uint32   `json:"hook_evicted_ids"`
-	Degraded        bool     `json:"degraded"`
-	Version         uint8    `json:"version"`
-	Resumed         []string `json:"resumed"`
-	ServiceName     string   `json:"service_name"`
-	EngineVersion   string   `json:"engine_version"`
-	Host            string   `json:"host"`
-	InstanceID      string   `json:"instance_id"`
-	RequestIDs      []string `json:"request_ids"`
-	RequestTokens   []int64  `json:"request_tokens"`
-	Preempted       []string `json:"preempted"`
+	Engine          uint8      `json:"engine"`
+	Flags           uint16     `json:"flags"`
+	PID             uint32     `json:"pid"`
+	EngineIndex     uint32     `json:"engine_index"`
+	Step            uint64     `json:"step"`
+	StartNs         int64      `json:"start_ns"`
+	EndNs           int64      `json:"end_ns"`
+	Prefill         uint32     `json:"prefill"`
+	Decode          uint32     `json:"decode"`
+	ScheduledTokens uint32     `json:"scheduled_tokens"`
+	Running         uint32     `json:"running"`
+	Waiting         uint32     `json:"waiting"`
+	KVUsage         *float64   `json:"kv_usage"`
+	HookDropped     uint32     `json:"hook_dropped"`
+	HookEvictedIDs  uint32     `json:"hook_evicted_ids"`
+	Degraded        bool       `json:"degraded"`
+	Version         uint8      `json:"version"`
+	Resumed         []string   `json:"resumed"`
+	ServiceName     string     `json:"service_name"`
+	EngineVersion   string     `json:"engine_version"`
+	Host            string     `json:"host"`
+	InstanceID      string     `json:"instance_id"`
+	RequestIDs      []string   `json:"request_ids"`
+	RequestTokens   []int64    `json:"request_tokens"`
+	Preempted       []string   `json:"preempted"`
+	Batch           uint64     `json:"batch"`
+	Windows         [][3]int64 `json:"windows"`
 }
 
 // fixtures returns the datagrams the real Python hooks sent: the current
@@ -63,7 +65,7 @@ func fixtures(t testing.TB) []string {
 // with what the Python decoder read from the same bytes.
 func TestPythonFixtures(t *testing.T) {
 	files := fixtures(t)
-	require.Len(t, files, 18)
+	require.Len(t, files, 25)
 	versions := map[uint8]int{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -109,9 +111,14 @@ func TestPythonFixtures(t *testing.T) {
 			assert.Equal(t, want.RequestIDs, nilIfEmpty(s.RequestIDs))
 			assert.Equal(t, want.RequestTokens, nilIfEmptyInt(s.RequestTokens))
 			assert.Equal(t, want.Preempted, nilIfEmpty(s.Preempted))
+			assert.Equal(t, want.Batch, s.Batch)
+			require.Len(t, s.Windows, len(want.Windows))
+			for i, w := range want.Windows {
+				assert.Equal(t, Window{StartUnixNs: w[0], EndUnixNs: w[1], ThreadID: uint32(w[2])}, s.Windows[i])
+			}
 		})
 	}
-	assert.Equal(t, map[uint8]int{1: 4, 2: 7, 3: 7}, versions, "every wire version stays readable")
+	assert.Equal(t, map[uint8]int{1: 4, 2: 7, 3: 7, 4: 7}, versions, "every wire version stays readable")
 }
 
 func nilIfEmpty(v []string) []string {
@@ -155,6 +162,16 @@ func TestFixturesCoverTheInterestingCases(t *testing.T) {
 	assert.True(t, read("sglang_degraded.bin").Degraded())
 	assert.False(t, s.Degraded())
 	assert.Greater(t, slices.Max(read("vllm_spec.bin").RequestTokens), int64(1))
+	assert.Empty(t, read("v3/vllm_spec.bin").Windows)
+	// Version 4: the batch number and where it was launched.
+	v := read("vllm_async_prefill.bin")
+	assert.Positive(t, v.Batch)
+	assert.Len(t, v.Windows, 2, "execute_model and sample_tokens")
+	assert.GreaterOrEqual(t, len(read("sglang_prefill.bin").Windows), 3, "preparation, run_batch, processing")
+	for _, w := range v.Windows {
+		assert.Positive(t, w.ThreadID)
+		assert.LessOrEqual(t, w.StartUnixNs, w.EndUnixNs)
+	}
 }
 
 func validStep() *Step {

@@ -237,9 +237,9 @@ def _wrap_run(fn):
             _state.fail_once("sglang run_batch", self)
         out = fn(self, batch, *args, **kwargs)
         if launch is not None:
-            st.batches += 1
-            launch.number = st.batches
             if st.windows:
+                st.batches += 1
+                launch.number = st.batches
                 if st.prep is not None:
                     launch.windows.append(st.prep)
                 launch.windows.append((t0, time_ns(), native_id()))

@@ -35,11 +35,11 @@ class Collector:
     it takes the rings the hook announces and drains them, and reads step
     datagrams (ring.Reader, which reads them as the receiver does)."""
 
-    def __init__(self, rcvbuf=None, path=None):
+    def __init__(self, rcvbuf=None, path=None, decode=None):
         """Binds path (a new private folder's step.sock if None)."""
         self.dir = None if path else tempfile.TemporaryDirectory()
         self.path = path or os.path.join(self.dir.name, "step.sock")
-        self.reader = ring.Reader(self.path, wire.decode)
+        self.reader = ring.Reader(self.path, decode or wire.decode)
         self.sock = self.reader.sock
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -96,6 +96,11 @@ class CaptureSender:
 
     def steps(self):
         return [wire.decode(d) for d in self.datagrams]
+
+
+def decode_any(b):
+    """A step record or a launch mark (dicts; a mark's has "final")."""
+    return wire.decode_mark(b) if b[:4] == wire.MARK_MAGIC else wire.decode(b)
 
 
 def made_of(step):

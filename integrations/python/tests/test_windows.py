@@ -6,7 +6,13 @@ SGLang, with a fake GPU that records every launch as the CUPTI library's
 callback would (tests/fakes/gpu.py). Every launch of a batch must lie in a
 window of that batch's step, on its thread, and in no other step's."""
 
-from .helpers import HookTest
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from .helpers import BOOTSTRAP, FAKES, Collector, HookTest, decode_any
 import drive
 import gpu as fake_gpu
 from inferprof_hook import wire
@@ -69,9 +75,20 @@ class LaunchWindowTest(HookTest):
         self.assertGreater(self.range_misses(steps, launches), 0)
 
     def test_sglang_consecutive_prefills_without_overlap(self):
+        """SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP: the previous prefill is
+        processed between the next one's preparation and its launch."""
+        from sglang.srt.managers import scheduler as s
+
         gpu = fake_gpu.GPU()
-        truth = drive.sglang_scenario(gpu=gpu, no_prefill_overlap=True)
-        self.check(truth, gpu)
+        sched = s.Scheduler(s.ServerArgs(max_running_requests=8), gpu=gpu, kv_tokens=400,
+                            disable_consecutive_prefill_overlap=True,
+                            arrivals={1: [s.Req("a", 12, 3)], 2: [s.Req("b", 9, 3)], 3: [s.Req("c", 7, 3)]})
+        disabled = []
+        orig = sched.is_disable_overlap_for_batch
+        sched.is_disable_overlap_for_batch = lambda b, last_batch: disabled.append(orig(b, last_batch)) or disabled[-1]
+        sched.run_event_loop()
+        self.assertGreaterEqual(disabled.count(True), 2, "consecutive prefills happened")
+        self.check(sched.truth, gpu)
 
     def test_sglang_normal_loop(self):
         gpu = fake_gpu.GPU()
@@ -92,3 +109,51 @@ class LaunchWindowTest(HookTest):
         self.assertTrue(steps)
         self.assertEqual({(s["batch"], len(s["windows"])) for s in steps}, {(0, 0)})
         self.assertEqual(steps[0]["version"], wire.VERSION)
+
+
+class WorkerMarkTest(unittest.TestCase):
+    """vLLM's multiprocess executor: the hook in each worker process sends a
+    launch mark per launching call, numbered as the engine numbers its
+    batches; each worker's launches lie in its marks of their batch."""
+
+    def test_workers_mark_their_batches(self):
+        c = Collector(decode=decode_any)
+        env = dict(os.environ, PYTHONPATH=BOOTSTRAP + os.pathsep + FAKES, INFERPROF_STEP_ENDPOINT=c.path)
+        try:
+            # Workers spend 3 ms preparing each batch: the GPU outruns them.
+            r, got = c.read_while(lambda: subprocess.run(
+                [sys.executable, os.path.join(FAKES, "drive.py"), "--engine", "vllm", "--tp", "2",
+                 "--prep-ms", "3"], env=env, capture_output=True, text=True, timeout=120))
+            got += c.drain()
+        finally:
+            c.close()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        steps = [g for g in got if "final" not in g]
+        marks = [g for g in got if "final" in g]
+        self.assertEqual(len(steps), len(out["steps"]))
+        self.assertEqual([s["batch"] for s in steps], [t["batch"] for t in out["steps"]])
+        engine_misses = 0
+        for w in out["workers"]:
+            mine = [m for m in marks if m["pid"] == w["pid"]]
+            self.assertEqual(mine[0]["batch"], 0, "a hello first")
+            self.assertTrue(all(m["ppid"] == out["pid"] for m in mine), "the engine is the parent")
+            by_batch = {}
+            for m in mine[1:]:
+                by_batch.setdefault(m["batch"], []).append(m)
+            self.assertEqual(sorted(by_batch), list(range(1, out["batches"] + 1)), "every batch, in order")
+            for b, ms in by_batch.items():
+                self.assertTrue(ms[-1]["final"], (b, ms))
+                self.assertFalse(any(m["final"] for m in ms[:-1]))
+            for lc in w["gpu"]["launches"]:
+                ms = by_batch[lc["batch"]]
+                self.assertTrue(any(m["start_ns"] <= lc["time"] <= m["end_ns"] and m["thread_id"] == lc["thread"]
+                                    for m in ms), lc)
+                others = [m for b, ms in by_batch.items() if b != lc["batch"] for m in ms]
+                self.assertFalse(any(m["start_ns"] <= lc["time"] <= m["end_ns"] for m in others), lc)
+                step = next(s for s in steps if s["batch"] == lc["batch"])
+                if not any(a <= lc["time"] <= e for a, e, _ in step["windows"]):
+                    engine_misses += 1
+        # What the engine process sees of a batch (enqueueing its calls) does
+        # not hold the workers' launches of it.
+        self.assertGreater(engine_misses, 0)

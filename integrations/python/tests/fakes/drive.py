@@ -34,17 +34,25 @@ import signal
 import sys
 
 
-def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=0, hold=None, gpu=None):
+def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=0, hold=None, gpu=None,
+                  tp=1, prep_ms=0.0):
     """Runs the vLLM scenario; returns the truth per batch. hold, if set, is
-    called with the engine after it is built."""
+    called with the engine after it is built. With tp > 1 the engine runs
+    the multiprocess executor: tp worker processes, each with its own fake
+    GPU, that spend prep_ms of CPU on each batch before they launch it."""
     from vllm.v1.core.sched.scheduler import AsyncScheduler, Scheduler
     from vllm.v1.engine import core
 
     t = tokens
     sched = (Scheduler if sync else AsyncScheduler)(
         max_num_seqs=4, max_num_batched_tokens=40, kv_tokens=kv_tokens)
-    proc = core.EngineCoreProc(sched, step_time=step_ms / 1000.0,
-                               async_scheduling=not sync, engine_index=engine_index, gpu=gpu)
+    executor = None
+    if tp > 1:
+        from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+
+        executor = MultiprocExecutor(sched, world_size=tp, prep_ms=prep_ms, scale=0.3)
+    proc = core.EngineCoreProc(sched, step_time=step_ms / 1000.0, async_scheduling=not sync,
+                               engine_index=engine_index, gpu=gpu, executor=executor)
     if hold is not None:
         hold(proc)
     client = core.Client(proc)
@@ -157,10 +165,11 @@ def main():
     p.add_argument("--gpu", action="store_true", help="launch on a fake GPU and print its records")
     p.add_argument("--no-prefill-overlap", action="store_true",
                    help="SGLang: SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP")
-    p.add_argument("--wait", action="store_true", help="read a line from stdin before starting")
+    p.add_argument("--wait", action="store_true",
+                   help="print the processes that run kernels, then read a line from stdin before starting")
+    p.add_argument("--prep-ms", type=float, default=0.0,
+                   help="vLLM with --tp: CPU time a worker spends on a batch before it launches it")
     args = p.parse_args()
-    if args.wait:
-        sys.stdin.readline()
     if not args.kv_tokens:
         args.kv_tokens = 60 if args.engine == "vllm" else 50
     gpu = None
@@ -168,9 +177,22 @@ def main():
         import gpu as fake_gpu
 
         gpu = fake_gpu.GPU()
+    engines = []
+
+    def ready(engine):
+        """With --wait: tell the caller which processes will launch kernels."""
+        engines.append(engine)
+        if args.wait:
+            ex = engine.model_executor
+            print(json.dumps({"pid": os.getpid(), "workers": getattr(ex, "worker_pids", [])}), flush=True)
+            sys.stdin.readline()
+
     if args.engine == "vllm":
-        steps = vllm_scenario(args.sync, args.tokens, args.kv_tokens, args.step_ms, args.engine_index, gpu=gpu)
+        steps = vllm_scenario(args.sync, args.tokens, args.kv_tokens, args.step_ms, args.engine_index,
+                              hold=ready, gpu=gpu, tp=args.tp, prep_ms=args.prep_ms)
     else:
+        if args.wait:
+            ready(type("Engine", (), {"model_executor": None})())
         steps = sglang_scenario(args.normal, args.tokens, args.kv_tokens, args.step_ms, args.tp, args.dp,
                                 args.dp_attention, gpu=gpu, no_prefill_overlap=args.no_prefill_overlap)
     import inferprof_hook
@@ -181,6 +203,8 @@ def main():
            "patched": inferprof_hook.patched(), "instance_id": _state.instance_id()}
     if gpu is not None:
         out["gpu"] = gpu.log()
+    if engines and getattr(engines[0].model_executor, "logs", None):
+        out["workers"] = engines[0].model_executor.logs
     json.dump(out, sys.stdout)
 
 

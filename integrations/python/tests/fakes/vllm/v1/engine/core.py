@@ -194,6 +194,9 @@ class EngineCoreProc(EngineCore):
     def shutdown(self):
         self.client_queue.put(None)
         self.input_thread.join()
+        stop = getattr(self.model_executor, "shutdown", None)
+        if stop is not None:
+            stop()
 
 
 class Client:

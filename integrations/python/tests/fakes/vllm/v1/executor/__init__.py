@@ -64,6 +64,23 @@ def forward_kernels(scheduler_output):
     return [(NORM, 100), (ATTN, 200 + 30 * n), (GEMM, 300 + 20 * n)], False
 
 
+def model_output(scheduler, scheduler_output):
+    """The ModelRunnerOutput of a batch: what each request samples."""
+    req_ids, sampled = [], []
+    for rid in scheduler_output.num_scheduled_tokens:
+        req = scheduler.requests[rid]
+        req_ids.append(rid)
+        if req.is_prefill_chunk:
+            sampled.append(tokens(0))
+            continue
+        k = 1
+        drafts = scheduler_output.scheduled_spec_decode_tokens.get(rid)
+        if drafts and req.accept:
+            k += min(len(drafts), req.accept[req.num_output_tokens % len(req.accept)])
+        sampled.append(tokens(k))
+    return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled)
+
+
 class Executor:
     def __init__(self, scheduler, step_time=0.0, gpu=None):
         self.scheduler = scheduler
@@ -91,19 +108,7 @@ class Executor:
         if not tokens_:
             self._pending = None
             return GPUFuture(EMPTY_MODEL_RUNNER_OUTPUT, ready)
-        req_ids, sampled = [], []
-        for rid in scheduler_output.num_scheduled_tokens:
-            req = self.scheduler.requests[rid]
-            req_ids.append(rid)
-            if req.is_prefill_chunk:
-                sampled.append(tokens(0))
-                continue
-            k = 1
-            drafts = scheduler_output.scheduled_spec_decode_tokens.get(rid)
-            if drafts and req.accept:
-                k += min(len(drafts), req.accept[req.num_output_tokens % len(req.accept)])
-            sampled.append(tokens(k))
-        self._pending = (ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled), ready, n)
+        self._pending = (model_output(self.scheduler, scheduler_output), ready, n)
         # Sampling is a separate call (sample_tokens); execute_model's own
         # future then holds None, as in vLLM.
         return GPUFuture(None, ready, gpu, n)
