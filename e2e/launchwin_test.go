@@ -120,6 +120,9 @@ func TestLaunchWindowsEndToEnd(t *testing.T) {
 		{"vllm async scheduling", []string{"--engine", "vllm"}, false},
 		{"vllm sync scheduling", []string{"--engine", "vllm", "--sync"}, false},
 		{"sglang overlap loop", []string{"--engine", "sglang"}, false},
+		// Older SGLang: the forward on TpModelWorkerClient's thread, whose
+		// windows overlap the scheduler thread's in time.
+		{"sglang forward thread", []string{"--engine", "sglang", "--overlap-thread"}, false},
 		// Two executor workers that each spend 1 ms of CPU on a batch before
 		// launching it: a worker launches a batch when its main thread gets
 		// to it, sometimes within the engine's previous step, sometimes

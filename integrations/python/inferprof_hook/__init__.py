@@ -43,6 +43,7 @@ def _targets():
         _TARGETS[vllm.MODULE] = vllm.patch
         _TARGETS[vllm.WORKER_MODULE] = vllm.patch_worker
         _TARGETS[sglang.MODULE] = sglang.patch
+        _TARGETS[sglang.OVERLAP_MODULE] = sglang.patch_overlap_thread
     return _TARGETS
 
 

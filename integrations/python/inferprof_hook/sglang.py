@@ -35,6 +35,16 @@ loop calls after processing the previous batch (sampling that waits for a
 grammar); and process_batch_result (frees and caches what the batch
 finished). The overlap loop runs these for batch N while N-1 is processed,
 so the step's time range alone would hold the wrong launches.
+
+SGLang before the future-map overlap (TpModelWorkerClient,
+managers/tp_worker_overlap_thread.py @0045f98e) ran the forward on a thread
+of its own: run_batch put (model_worker_batch, future id) on the client's
+input_queue, and forward_thread_func_ took each off in order, resolved its
+input ids, ran forward_batch_generation, wrote the future token map and
+started the copy to the CPU. Each iteration of that thread is the batch's
+launch window on that thread: the hook gives that module a Queue whose put
+remembers the batch being run and whose get opens a window for it and
+closes the thread's previous one (patch_overlap_thread).
 """
 
 import collections
@@ -47,7 +57,16 @@ from . import _state, wire
 from .emitter import Emitter
 
 MODULE = "sglang.srt.managers.scheduler"
+# Older SGLang's forward thread (TpModelWorkerClient).
+OVERLAP_MODULE = "sglang.srt.managers.tp_worker_overlap_thread"
 _ATTR = "_inferprof_step"
+
+# The launch being run by run_batch, while it runs (one scheduler per
+# process); the forward thread's queue items, by id, to their launch; the
+# forward thread's open window, by thread id.
+_running = None
+_queued = {}
+_open = {}
 
 # The SGLang sources this hook was written and tested against (see the README).
 CHECKED = ("sgl-project/sglang main: srt/managers/scheduler.py @0003215c, "
@@ -229,13 +248,18 @@ def _wrap_run(fn):
             st = _state_of(self)
         if st is False:
             return fn(self, batch, *args, **kwargs)
+        global _running
         launch = None
         t0 = time_ns()
         try:
             launch = _capture(st, batch, t0)
         except Exception:
             _state.fail_once("sglang run_batch", self)
-        out = fn(self, batch, *args, **kwargs)
+        _running = launch
+        try:
+            out = fn(self, batch, *args, **kwargs)
+        finally:
+            _running = None
         if launch is not None:
             if st.windows:
                 st.batches += 1
@@ -430,7 +454,63 @@ def _after(sched, st, batch, launch, before, t1):
             kv = 1.0 - free / total
     except Exception:
         kv = None
+    windows = launch.windows
+    if _open:
+        # A forward thread's window still open: that thread is finishing
+        # the batch's iteration now.
+        windows = [(a, t1 if b is None else b, t) for a, b, t in windows]
     em.emit(t0, t1, launch.prefill, launch.decode, launch.scheduled, running, waiting, kv,
             entries, [wire.id_bytes(r) for r in launch.retracted] if launch.retracted else (),
             [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else (),
-            launch.number, launch.windows)
+            launch.number, windows)
+
+
+def patch_overlap_thread(module):
+    """Gives older SGLang's forward thread module a Queue that times each
+    batch's iteration of the thread; returns the names wrapped."""
+    base = getattr(module, "Queue", None)
+    if base is None or getattr(module, "TpModelWorkerClient", None) is None or not _state.launch_windows():
+        return []
+    if not getattr(base, "_inferprof_wrapped", False):
+        module.Queue = _timed_queue(base)
+    return ["Queue"]
+
+
+def _timed_queue(base):
+    time_ns = time.time_ns
+    native_id = threading.get_native_id
+
+    class Queue(base):
+        """The forward thread's input queue: put (run_batch, on the
+        scheduler thread) remembers the batch an item belongs to; get (the
+        forward thread) closes the thread's previous window and opens one
+        for the batch of the item it returns."""
+
+        _inferprof_wrapped = True
+
+        def put(self, item, *args, **kwargs):
+            launch = _running
+            if launch is not None and type(item) is tuple and item:
+                try:
+                    if len(_queued) >= 64:
+                        _queued.pop(next(iter(_queued)))
+                    _queued[id(item[0])] = launch
+                except Exception:
+                    _state.fail_once("sglang forward queue put")
+            return base.put(self, item, *args, **kwargs)
+
+        def get(self, *args, **kwargs):
+            tid = native_id()
+            w = _open.pop(tid, None)
+            if w is not None:
+                w[1] = time_ns()
+            item = base.get(self, *args, **kwargs)
+            if type(item) is tuple and item:
+                launch = _queued.pop(id(item[0]), None)
+                if launch is not None and len(launch.windows) < wire.MAX_WINDOWS:
+                    w = [time_ns(), None, tid]
+                    launch.windows.append(w)
+                    _open[tid] = w
+            return item
+
+    return Queue

@@ -74,6 +74,22 @@ class LaunchWindowTest(HookTest):
                         "preparation, run_batch, delayed sampling, result processing")
         self.assertGreater(self.range_misses(steps, launches), 0)
 
+    def test_sglang_forward_thread(self):
+        """Older SGLang: the forward of batch N runs on TpModelWorkerClient's
+        thread while the scheduler thread prepares N+1."""
+        from sglang.srt.managers import tp_worker_overlap_thread as t
+
+        self.assertTrue(getattr(t.Queue, "_inferprof_wrapped", False))
+        gpu = fake_gpu.GPU()
+        truth = drive.sglang_scenario(gpu=gpu, overlap_thread=True)
+        steps, launches = self.check(truth, gpu)
+        self.assertEqual(len({lc["thread"] for lc in launches}), 2, "scheduler and forward thread")
+        windows = [(w, s["batch"]) for s in steps for w in s["windows"]]
+        self.assertEqual(len({w[2] for w, _ in windows}), 2)
+        overlapping = [(a, b) for a, ba in windows for b, bb in windows
+                       if ba != bb and a[2] != b[2] and a[0] < b[1] and b[0] < a[1]]
+        self.assertTrue(overlapping, "one batch's forward runs while the next is prepared")
+
     def test_sglang_consecutive_prefills_without_overlap(self):
         """SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP: the previous prefill is
         processed between the next one's preparation and its launch."""

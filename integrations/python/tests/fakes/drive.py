@@ -93,7 +93,7 @@ def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=
 
 
 def sglang_scenario(normal=False, tokens=6, kv_tokens=50, step_ms=0.0, tp=1, dp=1, dp_attention=False,
-                    scheduler_class=None, gpu=None, no_prefill_overlap=False):
+                    scheduler_class=None, gpu=None, no_prefill_overlap=False, overlap_thread=False):
     """Runs the SGLang scenario on every rank; returns the truth per batch
     of the ranks that report (attention-TP rank 0)."""
     from sglang.srt.managers import scheduler as s
@@ -117,7 +117,8 @@ def sglang_scenario(normal=False, tokens=6, kv_tokens=50, step_ms=0.0, tp=1, dp=
         sched = (scheduler_class or s.Scheduler)(
             server, tp_rank=tp_rank, kv_tokens=kv_tokens, step_time=step_ms / 1000.0,
             arrivals=arrivals, dp_rank=0 if not dp_attention else None,
-            gpu=gpu if tp_rank == 0 else None, disable_consecutive_prefill_overlap=no_prefill_overlap)
+            gpu=gpu if tp_rank == 0 else None, disable_consecutive_prefill_overlap=no_prefill_overlap,
+            overlap_thread=overlap_thread)
         sched.run_event_loop()
         if sched.ps.attn_tp_rank == 0:
             index = attn_dp_rank if dp_attention else 0
@@ -165,6 +166,8 @@ def main():
     p.add_argument("--gpu", action="store_true", help="launch on a fake GPU and print its records")
     p.add_argument("--no-prefill-overlap", action="store_true",
                    help="SGLang: SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP")
+    p.add_argument("--overlap-thread", action="store_true",
+                   help="SGLang with --gpu: the older overlap scheduler, forward on its own thread")
     p.add_argument("--wait", action="store_true",
                    help="print the processes that run kernels, then read a line from stdin before starting")
     p.add_argument("--prep-ms", type=float, default=0.0,
@@ -194,7 +197,8 @@ def main():
         if args.wait:
             ready(type("Engine", (), {"model_executor": None})())
         steps = sglang_scenario(args.normal, args.tokens, args.kv_tokens, args.step_ms, args.tp, args.dp,
-                                args.dp_attention, gpu=gpu, no_prefill_overlap=args.no_prefill_overlap)
+                                args.dp_attention, gpu=gpu, no_prefill_overlap=args.no_prefill_overlap,
+                                overlap_thread=args.overlap_thread)
     import inferprof_hook
     from inferprof_hook import _state
 

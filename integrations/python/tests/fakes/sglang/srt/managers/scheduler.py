@@ -121,7 +121,7 @@ def ranks(server_args):
 class Scheduler:
     def __init__(self, server_args, port_args=None, gpu_id=0, tp_rank=0, moe_ep_rank=0, pp_rank=0,
                  attn_cp_rank=0, moe_dp_rank=0, dp_rank=None, kv_tokens=4096, step_time=0.0,
-                 arrivals=None, gpu=None, disable_consecutive_prefill_overlap=False):
+                 arrivals=None, gpu=None, disable_consecutive_prefill_overlap=False, overlap_thread=False):
         self.server_args = server_args
         attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size = compute_dp_attention_world_info(
             server_args.enable_dp_attention, tp_rank, server_args.tp_size, server_args.dp_size,
@@ -153,6 +153,12 @@ class Scheduler:
         self.truth = []
         self.gpu = gpu
         self.disable_consecutive_prefill_overlap = disable_consecutive_prefill_overlap
+        # Older SGLang: the forward runs on TpModelWorkerClient's thread.
+        self.tp_worker = None
+        if overlap_thread and self.enable_overlap and gpu is not None:
+            from sglang.srt.managers.tp_worker_overlap_thread import TpModelWorkerClient
+
+            self.tp_worker = TpModelWorkerClient(gpu)
 
     # -- requests ---------------------------------------------------------
 
@@ -266,7 +272,12 @@ class Scheduler:
         self._gpu_free_at = ready
         result = GenerationBatchResult(ready, truth, self.forward_ct)
         gpu = self.gpu
-        if gpu is not None and not fm.is_idle():
+        if self.tp_worker is not None and not fm.is_idle():
+            from sglang.srt.managers.tp_worker_overlap_thread import ModelWorkerBatch
+
+            self.tp_worker.forward_batch_generation(ModelWorkerBatch(
+                self.forward_ct, fm.is_decode(), len(batch.reqs), batch.extend_num_tokens))
+        elif gpu is not None and not fm.is_idle():
             n = len(batch.reqs)
             if fm.is_decode():
                 gpu.launch(self.forward_ct, [(NORM, 150), (ATTN, 500 + 60 * n), (GEMM, 700)], graph=True)
@@ -291,7 +302,9 @@ class Scheduler:
         return bool(self.disable_consecutive_prefill_overlap and is_extend(batch) and is_extend(last_batch))
 
     def process_batch_result(self, batch, result):
-        if self.gpu is not None:
+        if self.tp_worker is not None and result.truth is not None:
+            self.tp_worker.resolve_batch_result(result.batch)
+        elif self.gpu is not None:
             self.gpu.wait(result.batch)  # copy_done.synchronize()
         else:
             wait = result.ready_at - time.monotonic()
@@ -371,3 +384,6 @@ class Scheduler:
             self.event_loop_overlap()
         else:
             self.event_loop_normal()
+        if self.tp_worker is not None:
+            self.tp_worker.__delete__()
+            self.tp_worker.forward_thread.join()
