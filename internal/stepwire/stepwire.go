@@ -41,8 +41,9 @@ const HeaderSize = HeaderSizeV4
 const WindowSize = 20
 
 // MaxWindows bounds the launch windows of one step; the hook sends at most
-// a handful (vLLM: execute_model and sample_tokens; SGLang: preparation,
-// launch, delayed sampling, result processing).
+// a handful (vLLM: one, from the batch's schedule() to the next schedule()
+// or update; SGLang: preparation, launch, delayed sampling, result
+// processing, and the forward thread's iteration in older releases).
 const MaxWindows = 16
 
 // MaxDatagram bounds a datagram; the hook never sends more than 200 KiB.
@@ -159,11 +160,13 @@ type Step struct {
 	// their launch marks (Mark) name the same number.
 	Batch uint64
 	// Windows are the intervals in which the engine process launched the
-	// batch's GPU work (version 4; empty when the hook could not see the
-	// launching calls): vLLM's execute_model and sample_tokens calls,
-	// SGLang's preparation, run_batch and delayed sampling of the batch and
-	// the processing of its result. Under async scheduling they are not the
-	// step's time range: the next batch launches inside that range.
+	// batch's GPU work (version 4, on the wire right after the identity;
+	// empty when the hook could not see the launching calls): vLLM's
+	// execute_model and sample_tokens, from the batch's schedule() call to
+	// the next schedule() or update end; SGLang's preparation, run_batch
+	// and delayed sampling of the batch and the processing of its result.
+	// Under async scheduling they are not the step's time range: the next
+	// batch launches inside that range.
 	Windows []Window
 }
 
@@ -309,6 +312,15 @@ func decode(b []byte, s *Step, d *Decoder) error {
 	} else {
 		s.InstanceID = ""
 	}
+	// Version 4: the launch windows, fixed-size, before the variable lists.
+	s.Windows = s.Windows[:0]
+	for range nWin {
+		w, ok := r.window()
+		if !ok {
+			break
+		}
+		s.Windows = append(s.Windows, w)
+	}
 	s.RequestIDs = s.RequestIDs[:0]
 	s.RequestTokens = s.RequestTokens[:0]
 	s.Preempted = s.Preempted[:0]
@@ -324,14 +336,6 @@ func decode(b []byte, s *Step, d *Decoder) error {
 	}
 	s.Preempted = r.ids(s.Preempted, nPre)
 	s.Resumed = r.ids(s.Resumed, nRes)
-	s.Windows = s.Windows[:0]
-	for range nWin {
-		w, ok := r.window()
-		if !ok {
-			break
-		}
-		s.Windows = append(s.Windows, w)
-	}
 	if r.err != nil {
 		return r.err
 	}
@@ -493,6 +497,13 @@ func Encode(s *Step) []byte {
 		b = append(b, byte(len(v)))
 		b = append(b, v...)
 	}
+	if l.windows {
+		for _, w := range s.Windows {
+			b = le.AppendUint64(b, uint64(w.StartUnixNs))
+			b = le.AppendUint64(b, uint64(w.EndUnixNs))
+			b = le.AppendUint32(b, w.ThreadID)
+		}
+	}
 	for i, id := range s.RequestIDs {
 		b = le.AppendUint16(b, uint16(s.RequestTokens[i]))
 		b = le.AppendUint16(b, uint16(len(id)))
@@ -506,13 +517,6 @@ func Encode(s *Step) []byte {
 		for _, id := range s.Resumed {
 			b = le.AppendUint16(b, uint16(len(id)))
 			b = append(b, id...)
-		}
-	}
-	if l.windows {
-		for _, w := range s.Windows {
-			b = le.AppendUint64(b, uint64(w.StartUnixNs))
-			b = le.AppendUint64(b, uint64(w.EndUnixNs))
-			b = le.AppendUint32(b, w.ThreadID)
 		}
 	}
 	return b

@@ -5,6 +5,7 @@
 
 import logging
 import os
+import threading
 import weakref
 from urllib.parse import unquote
 
@@ -25,6 +26,18 @@ _emitters = weakref.WeakSet()
 _retired = [0, 0]
 # Rings set up by this process.
 rings_opened = 0
+
+
+class _Thread(threading.local):
+    """The calling thread's native id (gettid), read once per thread: the
+    launch windows name the thread that launched, and CPython's
+    threading.get_native_id is a system call each time."""
+
+    def __init__(self):
+        self.id = threading.get_native_id() & 0xFFFFFFFF
+
+
+thread = _Thread()
 
 
 def disabled():

@@ -193,7 +193,7 @@ def _state_of(sched):
 
 def _wrap_next(fn):
     time_ns = time.time_ns
-    native_id = threading.get_native_id
+    thread = _state.thread
 
     @functools.wraps(fn)
     def get_next_batch_to_run(self, *args, **kwargs):
@@ -206,7 +206,7 @@ def _wrap_next(fn):
         out = fn(self, *args, **kwargs)
         # Current SGLang returns a NextBatchPlan, older a ScheduleBatch.
         batch = getattr(out, "batch_to_run", out)
-        st.prep = (t0, time_ns(), native_id()) if batch else None
+        st.prep = (t0, time_ns(), thread.id) if batch else None
         return out
 
     get_next_batch_to_run._inferprof_wrapped = True
@@ -215,7 +215,7 @@ def _wrap_next(fn):
 
 def _wrap_sample(fn):
     time_ns = time.time_ns
-    native_id = threading.get_native_id
+    thread = _state.thread
 
     @functools.wraps(fn)
     def launch_batch_sample_if_needed(self, batch_result, cur_batch, *args, **kwargs):
@@ -231,7 +231,7 @@ def _wrap_sample(fn):
         finally:
             q = st.launched
             if q and q[-1].batch is cur_batch and len(q[-1].windows) < wire.MAX_WINDOWS:
-                q[-1].windows.append((t0, time_ns(), native_id()))
+                q[-1].windows.append((t0, time_ns(), thread.id))
 
     launch_batch_sample_if_needed._inferprof_wrapped = True
     return launch_batch_sample_if_needed
@@ -239,7 +239,7 @@ def _wrap_sample(fn):
 
 def _wrap_run(fn):
     time_ns = time.time_ns
-    native_id = threading.get_native_id
+    thread = _state.thread
 
     @functools.wraps(fn)
     def run_batch(self, batch, *args, **kwargs):
@@ -266,7 +266,7 @@ def _wrap_run(fn):
                 launch.number = st.batches
                 if st.prep is not None:
                     launch.windows.append(st.prep)
-                launch.windows.append((t0, time_ns(), native_id()))
+                launch.windows.append((t0, time_ns(), thread.id))
             st.launched.append(launch)
         st.prep = None
         return out
@@ -368,7 +368,7 @@ def _wrap_process(fn):
         t1 = time_ns()
         if before is not None:
             if st.windows and len(launch.windows) < wire.MAX_WINDOWS:
-                launch.windows.append((t0, t1, threading.get_native_id()))
+                launch.windows.append((t0, t1, _state.thread.id))
             try:
                 _after(self, st, batch, launch, before, t1)
             except Exception:
@@ -459,6 +459,7 @@ def _after(sched, st, batch, launch, before, t1):
         # A forward thread's window still open: that thread is finishing
         # the batch's iteration now.
         windows = [(a, t1 if b is None else b, t) for a, b, t in windows]
+    windows = wire.flat_windows(windows) if windows else ()
     em.emit(t0, t1, launch.prefill, launch.decode, launch.scheduled, running, waiting, kv,
             entries, [wire.id_bytes(r) for r in launch.retracted] if launch.retracted else (),
             [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else (),
@@ -478,7 +479,7 @@ def patch_overlap_thread(module):
 
 def _timed_queue(base):
     time_ns = time.time_ns
-    native_id = threading.get_native_id
+    thread = _state.thread
 
     class Queue(base):
         """The forward thread's input queue: put (run_batch, on the
@@ -500,7 +501,7 @@ def _timed_queue(base):
             return base.put(self, item, *args, **kwargs)
 
         def get(self, *args, **kwargs):
-            tid = native_id()
+            tid = thread.id
             w = _open.pop(tid, None)
             if w is not None:
                 w[1] = time_ns()

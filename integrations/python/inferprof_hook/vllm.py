@@ -18,17 +18,26 @@ previous update if that came later, to the return of its update.
 Launch windows. Under async scheduling that range holds the next batch's
 launches too (step_with_batch_queue launches batch N+1 before it waits for
 N), so each step also carries the intervals in which its own batch was
-launched: the engine's model executor is wrapped on its instance, and each
-execute_model call (and the sample_tokens call that follows it) is timed
-and numbered. With the uniprocess executor (one GPU) these calls run the
-worker on the engine thread (UniProcExecutor.collective_rpc ->
-run_method(driver_worker, ...), vllm/v1/executor/uniproc_executor.py
-@01e4fce0), so they are where the batch's kernels are launched. With the
-multiprocess executor (tensor parallelism) they only enqueue the call for
-the worker processes, which launch when their main thread takes it off the
-queue (WorkerProc.worker_busy_loop, multiproc_executor.py @00f6c9bf); the
-hook then runs in each worker too (patch_worker) and sends a launch mark
-per call, numbered as the engine numbers them.
+launched on the engine thread, taken from the two calls the hook already
+times, with no clock read or wrapper of their own: vLLM calls execute_model,
+then sample_tokens, right after schedule() returns and before the next
+schedule() or the end of the next update_from_output (EngineCore.step and
+step_with_batch_queue, vllm/v1/engine/core.py @00080ee1; one execute_model
+per schedule() in both), and the scheduler itself launches nothing (it runs
+on the CPU), so a batch's window runs from its schedule() call to the next
+schedule() call or update end. The deferred sampling of a structured-output
+batch (step_with_batch_queue calls sample_tokens for the newest batch after
+update_from_output of the previous one) is covered by keeping the newest
+batch's window open from the end of an update to the next schedule(). With
+the uniprocess executor (one GPU) these calls run the worker on the engine
+thread (UniProcExecutor.collective_rpc -> run_method(driver_worker, ...),
+vllm/v1/executor/uniproc_executor.py @01e4fce0), so that is where the
+batch's kernels are launched. With the multiprocess executor (tensor
+parallelism) they only enqueue the call for the worker processes, which
+launch when their main thread takes it off the queue
+(WorkerProc.worker_busy_loop, multiproc_executor.py @00f6c9bf); the hook
+then runs in each worker too (patch_worker) and sends a launch mark per
+call, numbered as the engine numbers schedule() calls.
 
 EngineCore.__init__ is patched at class level, so the hook attaches to every
 engine as it is built. EngineCore.preprocess_add_request is patched to
@@ -45,7 +54,6 @@ import collections
 import functools
 import os
 import socket
-import threading
 import time
 
 from . import _state, wire
@@ -73,21 +81,26 @@ class _Step:
     """Hook state attached to one EngineCore instance."""
 
     __slots__ = ("emitter", "scheduler", "scheduled", "last_end", "preempted", "checked",
-                 "has_preprocess", "batches", "executing")
+                 "has_preprocess", "batches", "open", "windows", "tid")
 
     def __init__(self, emitter, scheduler, has_preprocess):
         self.emitter = emitter
         self.scheduler = scheduler
         # [SchedulerOutput, time schedule() was called, batch number, launch
-        # windows], oldest first. The batch queue holds at most
+        # window end], oldest first (see _wrap_schedule). The batch queue holds at most
         # max_concurrent_batches of them.
         self.scheduled = collections.deque(maxlen=16)
-        # execute_model calls so far: the batch number of the last one.
-        # Worker processes count the same calls.
+        # schedule() calls so far: the number of the last batch. Worker
+        # processes count their execute_model calls, one per schedule().
         self.batches = 0
-        # The entry of scheduled whose batch was executed last: the next
-        # sample_tokens call samples it.
-        self.executing = None
+        # The entry whose launch window is open.
+        self.open = None
+        self.windows = _state.launch_windows()
+        # The engine thread's id (gettid): EngineCoreProc is built and runs
+        # its busy loop on one thread (run_engine_core, core.py @00080ee1);
+        # read again at the first step in case an embedder steps the engine
+        # on another thread than it built it on.
+        self.tid = _state.thread.id
         self.last_end = 0
         # Preempted request ids not yet resumed (dict as an ordered set).
         self.preempted = {}
@@ -164,8 +177,6 @@ def _attach(core):
                    callable(getattr(type(core), "preprocess_add_request", None)))
         sched.schedule = _wrap_schedule(st, schedule)
         sched.update_from_output = _wrap_update(st, update)
-        if _state.launch_windows():
-            _wrap_executor(st, getattr(core, "model_executor", None))
     except Exception:
         _state.fail_once("vllm attach", core)
         st = False
@@ -173,68 +184,36 @@ def _attach(core):
     return st
 
 
-def _wrap_executor(st, ex):
-    """Times and numbers the executor's launching calls, on its instance."""
-    execute = getattr(ex, "execute_model", None)
-    if not callable(execute):
-        return
-    time_ns = time.time_ns
-    native_id = threading.get_native_id
-    scheduled = st.scheduled
-
-    @functools.wraps(execute)
-    def execute_model(scheduler_output, *args, **kwargs):
-        t0 = time_ns()
-        try:
-            return execute(scheduler_output, *args, **kwargs)
-        finally:
-            t1 = time_ns()
-            st.batches += 1
-            rec = None
-            if scheduled and scheduled[-1][0] is scheduler_output:
-                rec = scheduled[-1]
-            else:
-                for e in scheduled:
-                    if e[0] is scheduler_output:
-                        rec = e
-            if rec is not None:
-                rec[2] = st.batches
-                rec[3] = [(t0, t1, native_id())]
-            st.executing = rec
-
-    ex.execute_model = execute_model
-    sample = getattr(ex, "sample_tokens", None)
-    if not callable(sample):
-        return
-
-    @functools.wraps(sample)
-    def sample_tokens(*args, **kwargs):
-        t0 = time_ns()
-        try:
-            return sample(*args, **kwargs)
-        finally:
-            # sample_tokens samples the batch executed last: in step() and
-            # in step_with_batch_queue, including the deferred sampling of a
-            # structured-output batch after the previous update.
-            rec = st.executing
-            if rec is not None and rec[3] is not None and len(rec[3]) < wire.MAX_WINDOWS:
-                rec[3].append((t0, time_ns(), native_id()))
-
-    ex.sample_tokens = sample_tokens
+# A scheduled entry is [SchedulerOutput, time schedule() was called, batch
+# number, end of its launch window]. The window starts at the schedule()
+# call and reuses the step's own clock reads: it ends at the next
+# schedule() call or update end (0 while open; st.open is then the entry).
+# vLLM's engine thread launches a batch in one window: the newest batch's
+# window, ended by an update, is reopened rather than a second one begun.
 
 
 def _wrap_schedule(st, schedule):
     time_ns = time.time_ns
     scheduled = st.scheduled
     append = scheduled.append
+    windows = st.windows
 
     @functools.wraps(schedule)
     def caught_schedule(*args, **kwargs):
         t = time_ns()
+        o = st.open
+        if o is not None:
+            o[3] = t
         # vLLM calls schedule() bare; forwarding nothing skips building the
         # call from *args and **kwargs on every step.
         so = schedule(*args, **kwargs) if args or kwargs else schedule()
-        append([so, t, 0, None])
+        if windows:
+            # execute_model and sample_tokens follow: the batch's launches.
+            st.batches += 1
+            st.open = e = [so, t, st.batches, 0]
+            append(e)
+        else:
+            append([so, t, 0, 0])
         return so
 
     return caught_schedule
@@ -242,6 +221,7 @@ def _wrap_schedule(st, schedule):
 
 def _wrap_update(st, update):
     time_ns = time.time_ns
+    scheduled = st.scheduled
 
     @functools.wraps(update)
     def update_from_output(scheduler_output, model_output, *args, **kwargs):
@@ -250,11 +230,22 @@ def _wrap_update(st, update):
         else:
             out = update(scheduler_output, model_output)
         t1 = time_ns()
+        o = st.open
+        if o is not None:
+            o[3] = t1
+            st.open = None
         try:
             _after(st, scheduler_output, out, t1)
         except Exception:
             _state.fail_once("vllm step", st.scheduler)
         st.last_end = t1
+        if scheduled:
+            # Until the next schedule(), the newest batch not yet updated
+            # may still be sampled (deferred structured-output sampling):
+            # its window, ended just now, goes on.
+            o = scheduled[-1]
+            if o[3] == t1:
+                st.open = o
         return out
 
     return update_from_output
@@ -268,12 +259,13 @@ def _scheduled_entry(st, so, t1):
         e = q.popleft()
         if e[0] is so:
             return e
-    return [so, st.last_end or t1, 0, None]
+    return [so, st.last_end or t1, 0, 0]
 
 
 def _check(st, so):
     """First step: what this vLLM version offers that the hook reads."""
     st.checked = True
+    st.tid = _state.thread.id
     missing = []
     cached = getattr(so, "scheduled_cached_reqs", None)
     if not st.has_preprocess:
@@ -349,7 +341,11 @@ def _after(st, so, out, t1):
     # A schedule() that found nothing to run (requests waiting for remote KV
     # or grammar compilation) is not a step; vLLM retries it every 1 ms.
     if scheduled or entries or pre:
-        _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1, rec[2], rec[3])
+        batch = rec[2]
+        # Its launch window: from its schedule() call (rec[1], not t0) to
+        # rec[3]; a wall clock stepping back leaves it empty.
+        _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1, batch,
+              (rec[1], rec[3], st.tid) if batch and rec[3] >= rec[1] else ())
     if finished:
         ids = em.ids
         pending = st.preempted
@@ -452,7 +448,7 @@ def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1, batch, windows
     except Exception:
         kv = None
     em.emit(t0, t1, prefill, decode, scheduled, running, waiting, kv, entries,
-            preempted_b, resumed_b, batch, windows or ())
+            preempted_b, resumed_b, batch, windows)
 
 
 def _alias_new(em, sched, new_reqs):
@@ -487,7 +483,7 @@ class _Worker:
 
     def mark(self, t0, t1, final):
         rec = wire.encode_mark(wire.ENGINE_VLLM, self.pid, self.ppid, self.batch, t0, t1,
-                               threading.get_native_id(), self.tokens, self.emitter.dropped,
+                               _state.thread.id, self.tokens, self.emitter.dropped,
                                self.ident, final)
         self.emitter.send_record(rec, t1)
 

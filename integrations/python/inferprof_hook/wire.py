@@ -39,10 +39,12 @@ HEADER_V1 = struct.Struct("<4sBBHIIQqqIIIIIfIHH")
 # Short identity strings after the header: service name, engine version,
 # host; version 3 adds the service instance id.
 IDENTITY_STRINGS = {1: 3, 2: 3, 3: 4, 4: 4}
-# A launch window (version 4, after the resumed ids): start_ns, end_ns,
-# thread id (gettid).
+# A launch window (version 4, after the identity strings, before the token
+# entries): start_ns, end_ns, thread id (gettid).
 WINDOW = struct.Struct("<qqI")
 MAX_WINDOWS = 16
+# n windows packed at once, from a flat (start, end, thread, ...) list.
+WINDOWS = [struct.Struct("<" + "qqI" * n) for n in range(MAX_WINDOWS + 1)]
 
 # The launch mark an executor worker sends per launching call: magic,
 # version, engine, flags, pid, ppid, batch, start_ns, end_ns, thread id,
@@ -107,11 +109,20 @@ def with_tokens(entry1, n):
     return entry1 if n == 1 else tokens_bytes(n) + entry1[2:]
 
 
+def flat_windows(windows):
+    """Launch windows ((start_ns, end_ns, thread id) each) as the flat list
+    Emitter.emit takes: at most MAX_WINDOWS, ends clamped to their starts
+    (the wall clock can step back), thread ids masked."""
+    flat = []
+    for a, b, t in windows[:MAX_WINDOWS]:
+        flat += (a, b if b >= a else a, t & U32)
+    return flat
+
+
 def windows_bytes(windows):
-    """Encodes launch windows ((start_ns, end_ns, thread id) each), at most
-    MAX_WINDOWS, ends clamped to their starts."""
-    pack = WINDOW.pack
-    return b"".join([pack(a, b if b >= a else a, t & U32) for a, b, t in windows[:MAX_WINDOWS]])
+    """Encodes launch windows ((start_ns, end_ns, thread id) each)."""
+    flat = flat_windows(windows)
+    return WINDOWS[len(flat) // 3].pack(*flat)
 
 
 def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
@@ -146,7 +157,7 @@ def encode(engine, pid, engine_index, step, start_ns, end_ns, prefill, decode,
         step & 0xFFFFFFFFFFFFFFFF, start_ns, end_ns, prefill & U32, decode & U32,
         scheduled_tokens & U32, running & U32, waiting & U32, kv,
         hook_dropped & U32, hook_evicted_ids & U32, n, m, k, batch & 0xFFFFFFFFFFFFFFFF,
-        len(wins) // WINDOW.size), ident, body, wins))
+        len(wins) // WINDOW.size), ident, wins, body))
 
 
 def mark_identity(host, instance_id=""):
@@ -193,12 +204,13 @@ def prefix(engine):
     return MAGIC + bytes((VERSION, engine))
 
 
-def head_struct(ident):
-    """A struct that packs a ring record's frame, the header and the
-    identity block in one call, for the hook's hot path: the record length
-    (see FRAME; the datagram is the record without it), the 6-byte prefix
-    (see prefix), the header's other fields, then ident."""
-    return struct.Struct("<I6s" + HEADER.format[5:] + "%ds" % len(ident))
+def head_struct(ident, n_windows=0):
+    """A struct that packs a ring record's frame, the header, the identity
+    block and n_windows launch windows in one call, for the hook's hot
+    path: the record length (see FRAME; the datagram is the record without
+    it), the 6-byte prefix (see prefix), the header's other fields, ident,
+    then (start_ns, end_ns, thread id) per window."""
+    return struct.Struct("<I6s" + HEADER.format[5:] + "%ds" % len(ident) + "qqI" * n_windows)
 
 
 def truncate(room, entries, *id_lists):
@@ -255,6 +267,11 @@ def decode(buf):
         ln = buf[off]
         strings.append(bytes(buf[off + 1:off + 1 + ln]).decode("utf-8"))
         off += 1 + ln
+    # Version 4: the launch windows, fixed-size, before the variable lists.
+    windows = []
+    for _ in range(nw):
+        windows.append(list(WINDOW.unpack_from(buf, off)))
+        off += WINDOW.size
     ids, toks = [], []
     for _ in range(n):
         (t,) = _U16.unpack_from(buf, off)
@@ -270,10 +287,6 @@ def decode(buf):
             got.append(bytes(buf[off + 2:off + 2 + ln]).decode("utf-8"))
             off += 2 + ln
         lists.append(got)
-    windows = []
-    for _ in range(nw):
-        windows.append(list(WINDOW.unpack_from(buf, off)))
-        off += WINDOW.size
     if off != len(buf):
         raise ValueError("trailing bytes")
     return {

@@ -56,7 +56,9 @@ class LaunchWindowTest(HookTest):
         truth = drive.vllm_scenario(gpu=gpu)
         steps, launches = self.check(truth, gpu)
         self.assertTrue(any(lc["graph"] for lc in launches), "decode batches replay a CUDA graph")
-        self.assertTrue(all(len(s["windows"]) == 2 for s in steps), "execute_model and sample_tokens")
+        # From its schedule() to the next schedule() or update, and after an
+        # update while it is the newest batch (deferred sampling).
+        self.assertTrue(all(1 <= len(s["windows"]) <= 3 for s in steps), [s["windows"] for s in steps])
         # The async shape: batch N+1 is launched inside step N's range.
         self.assertGreater(self.range_misses(steps, launches), 0)
 

@@ -109,6 +109,15 @@ class WireTest(unittest.TestCase):
             d = wire.decode(buf)
             self.assertEqual((d["start_ns"], d["end_ns"]), (500, 500))
 
+    def test_windows_are_checked_and_bounded(self):
+        wins = [(500, 400, 2 ** 32 + 9)] + [(i, i + 1, 3) for i in range(2 * wire.MAX_WINDOWS)]
+        flat = wire.flat_windows(wins)
+        self.assertEqual(len(flat), 3 * wire.MAX_WINDOWS)
+        self.assertEqual(flat[:3], [500, 500, 9], "end clamped to start, thread id masked")
+        d = wire.decode(_emitted(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, wire.identity("", "", ""), [], [],
+                                 batch=2, windows=wins))
+        self.assertEqual(d["windows"], [list(flat[i:i + 3]) for i in range(0, len(flat), 3)])
+
     def test_decode_rejects_trailing_bytes(self):
         buf = wire.encode(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, 0, wire.identity("", "", ""), [], [])
         with self.assertRaises(ValueError):
@@ -136,7 +145,8 @@ def _emitted(engine, pid, index, step, start, end, prefill, decode, scheduled, r
     em.pid, em.step, em.evicted, em.degraded = pid, step - 1, 11, degraded
     em.dropped = cap.dropped
     em.set_identity(ident)
-    em.emit(start, end, prefill, decode, scheduled, running, waiting, kv, entries, pre, res, batch, windows)
+    em.emit(start, end, prefill, decode, scheduled, running, waiting, kv, entries, pre, res, batch,
+            wire.flat_windows(windows))
     return cap.sent[0]
 
 

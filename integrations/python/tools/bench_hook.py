@@ -6,11 +6,13 @@
   python3 integrations/python/tools/bench_hook.py [--repeat 2000]
   python3 integrations/python/tools/bench_hook.py --instructions   # needs valgrind
 
-The step under test does no engine work: it calls scheduler.schedule() and
-scheduler.update_from_output() on prebuilt SchedulerOutput and outputs shaped
-like vLLM's (every request decoding one token), so the difference between
-the wrapped and the bare step is the hook's cost per step: two clock reads,
-reading the batch, encoding the step and handing it over. Times are CPU time
+The step under test does no engine work: it calls scheduler.schedule(),
+model_executor.execute_model(), model_executor.sample_tokens() and
+scheduler.update_from_output() on prebuilt SchedulerOutput and outputs
+shaped like vLLM's (every request decoding one token), in EngineCore.step's
+order, so the difference between the wrapped and the bare step is the
+hook's cost per step: the clock reads, the batch's launch windows (the two
+executor calls), reading the batch, encoding the step and handing it over. Times are CPU time
 of the engine process (time.process_time: user and system, so a send
 counts), the median of --repeat timeit runs of 8 steps each, with the 10th
 and 90th percentile of the runs as the spread. The targets (issue 16): at
@@ -90,9 +92,19 @@ def make_engine(n):
         def update_from_output(self, scheduler_output, model_output):
             return outs
 
+    class Executor:
+        """The executor calls EngineCore.step makes; the hook times them."""
+
+        def execute_model(self, scheduler_output, non_block=False):
+            return None  # sample_tokens follows, as with async scheduling
+
+        def sample_tokens(self, grammar_output, non_block=False):
+            return None
+
     class Engine:
         def __init__(self, hooked):
             self.scheduler = Scheduler()
+            self.model_executor = Executor()
             self.engine_index = 0
             if hooked:
                 from inferprof_hook import vllm as vhook
@@ -107,7 +119,11 @@ def make_engine(n):
 
         def step(self):
             sched = self.scheduler
-            return sched.update_from_output(sched.schedule(), None), True
+            ex = self.model_executor
+            so = sched.schedule()
+            ex.execute_model(so, non_block=True)
+            ex.sample_tokens(None)
+            return sched.update_from_output(so, None), True
 
     return Engine
 
