@@ -20,9 +20,10 @@ import (
 // batch N+2 while the worker still launches N+1. The step hook therefore
 // also runs in each worker, numbers the execute_model calls as the engine
 // numbers them (both count the same calls, in the same order), and sends
-// one mark per launching call: the batch number, the call's interval and
-// thread. A worker's launches are matched to the mark whose interval holds
-// them, and through its batch number to the engine's step.
+// one mark per batch: the batch number, the interval from its
+// execute_model call to the end of its sample_tokens call, and the thread.
+// A worker's launches are matched to the mark whose interval holds them,
+// and through its batch number to the engine's step.
 
 // MarkInfo is one launch mark (see stepwire.Mark).
 type MarkInfo struct {

@@ -14,8 +14,9 @@ import (
 // (one per GPU under tensor parallelism), which take each batch off a
 // message queue when they get to it, so the engine process cannot time
 // their launches. The hook in each worker counts the batches as the engine
-// counts them (Step.Batch) and writes one mark per launching call
-// (execute_model, sample_tokens) into its own ring. See docs/step-wire.md.
+// counts them (Step.Batch) and writes one mark per batch, from its
+// execute_model call to the end of its sample_tokens call, into its own
+// ring. See docs/step-wire.md.
 
 // MarkVersion is the launch mark layout version.
 const MarkVersion = 1

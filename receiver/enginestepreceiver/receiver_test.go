@@ -238,12 +238,11 @@ func TestLaunchWindowsAndMarks(t *testing.T) {
 	win := gpuwindow.Acquire()
 	defer win.Release()
 	before := win.Stats().Marks
-	h.send(t, step, readFixture(t, "marks/hello.bin"), readFixture(t, "marks/execute_model.bin"),
-		readFixture(t, "marks/sample_tokens.bin"))
+	h.send(t, step, readFixture(t, "marks/hello.bin"), readFixture(t, "marks/batch.bin"))
 	require.Eventually(t, func() bool {
-		return h.sink.SpanCount() == 1 && h.counter(t, "receiver_engine_step_launch_marks") == 3
+		return h.sink.SpanCount() == 1 && h.counter(t, "receiver_engine_step_launch_marks") == 2
 	}, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, before+3, win.Stats().Marks, "the marks reached the shared window")
+	assert.Equal(t, before+2, win.Stats().Marks, "the marks reached the shared window")
 	assert.Zero(t, h.counter(t, "receiver_engine_step_bad_datagrams"))
 	a := spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0).Attributes()
 	get := func(k string) pcommon.Value {
@@ -276,7 +275,7 @@ func TestLaunchWindowsAndMarks(t *testing.T) {
 	assert.False(t, ok)
 
 	// A bad mark is counted and dropped, like a bad step.
-	bad := readFixture(t, "marks/execute_model.bin")
+	bad := readFixture(t, "marks/batch.bin")
 	h.send(t, bad[:20])
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_engine_step_bad_datagrams") == 1 },
 		5*time.Second, 5*time.Millisecond)

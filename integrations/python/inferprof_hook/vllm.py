@@ -481,10 +481,11 @@ class _Worker:
         self.batch = 0
         self.tokens = 0
 
-    def mark(self, t0, t1, final):
+    def mark(self, t0, t1):
+        """Sends the batch's one launch mark (final: no other follows)."""
         rec = wire.encode_mark(wire.ENGINE_VLLM, self.pid, self.ppid, self.batch, t0, t1,
                                _state.thread.id, self.tokens, self.emitter.dropped,
-                               self.ident, final)
+                               self.ident, True)
         self.emitter.send_record(rec, t1)
 
 
@@ -519,13 +520,22 @@ def _attach_worker(wrapper):
     getattr(self.worker, method), which finds them before the wrapper's
     class method or its __getattr__ (vllm/v1/worker/worker_base.py
     @02432253). One execute_model call per batch, as in the engine, so the
-    k-th call here is the engine's batch k."""
+    k-th call here is the engine's batch k.
+
+    One mark per batch: from its execute_model call to the end of its
+    sample_tokens call, or of execute_model when that returned the output
+    (no sample_tokens follows). The worker's busy loop takes calls in the
+    order the engine enqueued them, and the engine enqueues a batch's
+    sample_tokens before the next batch's execute_model, so nothing of
+    another batch runs in between."""
     execute = wrapper.execute_model
     sample = getattr(wrapper, "sample_tokens", None)
     ws = _Worker()
     time_ns = time.time_ns
     now = time_ns()
-    ws.mark(now, now, True)  # hello: batch 0, marks will follow
+    ws.mark(now, now)  # hello: batch 0, marks will follow
+    # When the batch awaiting its sample_tokens began (0: none).
+    started = [0]
 
     @functools.wraps(execute)
     def execute_model(scheduler_output, *args, **kwargs):
@@ -535,13 +545,14 @@ def _attach_worker(wrapper):
             out = execute(scheduler_output, *args, **kwargs)
             return out
         finally:
-            t1 = time_ns()
             try:
                 ws.batch += 1
                 ws.tokens = scheduler_output.total_num_scheduled_tokens
-                # None: sample_tokens follows for this batch (WorkerBase's
-                # contract), so more of its launches are to come.
-                ws.mark(t0, t1, out is not None)
+                if out is None and sample is not None:
+                    started[0] = t0  # sample_tokens follows for this batch
+                else:
+                    started[0] = 0
+                    ws.mark(t0, time_ns())
             except Exception:
                 _state.fail_once("vllm worker execute_model")
 
@@ -556,7 +567,8 @@ def _attach_worker(wrapper):
             return sample(*args, **kwargs)
         finally:
             try:
-                ws.mark(t0, time_ns(), True)
+                ws.mark(started[0] or t0, time_ns())
+                started[0] = 0
             except Exception:
                 _state.fail_once("vllm worker sample_tokens")
 

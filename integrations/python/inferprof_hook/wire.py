@@ -46,7 +46,7 @@ MAX_WINDOWS = 16
 # n windows packed at once, from a flat (start, end, thread, ...) list.
 WINDOWS = [struct.Struct("<" + "qqI" * n) for n in range(MAX_WINDOWS + 1)]
 
-# The launch mark an executor worker sends per launching call: magic,
+# The launch mark an executor worker sends per batch: magic,
 # version, engine, flags, pid, ppid, batch, start_ns, end_ns, thread id,
 # scheduled tokens, hook_dropped; then host and instance id as short
 # strings.

@@ -131,7 +131,7 @@ class LaunchWindowTest(HookTest):
 
 class WorkerMarkTest(unittest.TestCase):
     """vLLM's multiprocess executor: the hook in each worker process sends a
-    launch mark per launching call, numbered as the engine numbers its
+    launch mark per batch, numbered as the engine numbers its
     batches; each worker's launches lie in its marks of their batch."""
 
     def test_workers_mark_their_batches(self):

@@ -109,8 +109,8 @@ def main(out):
 def marks(out, run):
     """Launch marks: the hook in a vLLM executor worker (the fake
     WorkerProc of tests/fakes/vllm/v1/executor/multiproc_executor.py, built
-    in this process) sends a hello, then one mark per execute_model and
-    sample_tokens call."""
+    in this process) sends a hello, then one mark per batch, from its
+    execute_model call to the end of its sample_tokens call."""
     import queue
 
     from inferprof_hook import wire
@@ -127,7 +127,9 @@ def marks(out, run):
 
     got = run(worker)
     os.makedirs(os.path.join(out, "marks"), exist_ok=True)
-    for name, buf in zip(("hello", "execute_model", "sample_tokens"), [b for b, _ in got]):
+    bufs = [b for b, _ in got]
+    assert len(bufs) == 2, "a hello and one mark for the batch"
+    for name, buf in zip(("hello", "batch"), bufs):
         with open(os.path.join(out, "marks", name + ".bin"), "wb") as f:
             f.write(buf)
         with open(os.path.join(out, "marks", name + ".json"), "w") as f:
