@@ -237,7 +237,8 @@ class Emitter:
 
     def send_record(self, rec, now_ns):
         """Writes one record (a launch mark) to the ring, or sends it; the
-        plain path, for records far rarer than steps."""
+        plain path of emit (no system call unless the reader sleeps), for
+        an executor worker's one mark per batch."""
         r = self.ring
         if r is None:
             if self.capacity and now_ns >= self.ring_at and self._open_ring(now_ns):
