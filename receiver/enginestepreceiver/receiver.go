@@ -439,17 +439,7 @@ func (r *engineStepReceiver) handleMark(ctx context.Context, b []byte) {
 		r.bad(ctx, err, len(b))
 		return
 	}
-	k := sourceKey{host: m.Host, pid: m.PID, index: markIndex}
-	src := r.sources[k]
-	if src == nil {
-		if len(r.sources) >= maxSources {
-			r.forgetOldestSource(ctx)
-		}
-		src = &source{}
-		r.sources[k] = src
-	}
-	r.tick++
-	src.heard = r.tick
+	src := r.heardFrom(ctx, sourceKey{host: m.Host, pid: m.PID, index: markIndex})
 	if d := delta(src.dropped, m.HookDropped); d > 0 {
 		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(d))
 	}
@@ -471,7 +461,19 @@ const markIndex = ^uint32(0)
 // countHookCounts turns each hook's running counts (dropped datagrams,
 // evicted ids) into deltas.
 func (r *engineStepReceiver) countHookCounts(ctx context.Context, s *stepwire.Step) {
-	k := sourceKey{host: s.Host, pid: s.PID, index: s.EngineIndex}
+	src := r.heardFrom(ctx, sourceKey{host: s.Host, pid: s.PID, index: s.EngineIndex})
+	if d := delta(src.dropped, s.HookDropped); d > 0 {
+		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(d))
+	}
+	if d := delta(src.evicted, s.HookEvictedIDs); d > 0 {
+		r.tb.ReceiverEngineStepHookEvictedIds.Add(ctx, int64(d))
+	}
+	src.dropped, src.evicted = s.HookDropped, s.HookEvictedIDs
+}
+
+// heardFrom returns the running counts of hook k, tracked from now on if
+// new, and marks it heard from.
+func (r *engineStepReceiver) heardFrom(ctx context.Context, k sourceKey) *source {
 	src := r.sources[k]
 	if src == nil {
 		if len(r.sources) >= maxSources {
@@ -482,13 +484,7 @@ func (r *engineStepReceiver) countHookCounts(ctx context.Context, s *stepwire.St
 	}
 	r.tick++
 	src.heard = r.tick
-	if d := delta(src.dropped, s.HookDropped); d > 0 {
-		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(d))
-	}
-	if d := delta(src.evicted, s.HookEvictedIDs); d > 0 {
-		r.tb.ReceiverEngineStepHookEvictedIds.Add(ctx, int64(d))
-	}
-	src.dropped, src.evicted = s.HookDropped, s.HookEvictedIDs
+	return src
 }
 
 // delta is how far a running count moved since last; a count below last
