@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -301,6 +302,57 @@ func TestK8sAttributesOnEverySeries(t *testing.T) {
 		}
 		v, _ := res.Get("host.name")
 		assert.Equal(t, "gpu-node-a", v.Str())
+	})
+}
+
+// hostNetworkPods is the engine on the host network (vLLM multi-node, for
+// NCCL) and another host-network pod of the node, listed after it (the NVIDIA
+// device plugin is one): both have the node's IP as theirs.
+func hostNetworkPods() (engine, other corev1.Pod) {
+	engine = enginePod()
+	engine.Name, engine.UID = "vllm-hostnet-6c5d4b3a2f-q8r7s", "1a2b3c4d-0000-4000-8000-000000000001"
+	engine.Labels["pod-template-hash"] = "6c5d4b3a2f"
+	engine.OwnerReferences[0].Name = "vllm-llama-6c5d4b3a2f"
+	engine.Spec.HostNetwork = true
+	engine.Status.PodIP, engine.Status.PodIPs = nodeIP, []corev1.PodIP{{IP: nodeIP}}
+	engine.Status.ContainerStatuses[0].ContainerID = "containerd://" + strings.Repeat("ab", 32)
+	other = enginePod()
+	other.Name, other.Namespace, other.UID = "nvidia-device-plugin-x7k2m", "kube-system", "1a2b3c4d-0000-4000-8000-000000000002"
+	other.Labels = map[string]string{"app": "nvidia-device-plugin"}
+	other.OwnerReferences = nil
+	other.Spec.HostNetwork = true
+	other.Status.PodIP, other.Status.PodIPs = nodeIP, []corev1.PodIP{{IP: nodeIP}}
+	other.Status.ContainerStatuses[0].ContainerID = "containerd://" + strings.Repeat("cd", 32)
+	return engine, other
+}
+
+const nodeIP = "10.0.0.5"
+
+// TestK8sAttributesHostNetworkEngine: an engine on the host network that sets
+// k8s.pod.name in OTEL_RESOURCE_ATTRIBUTES, as deploy's engine example does;
+// its CUPTI library and step hook then report that name as the host's
+// (native/cupti/identity.h engine_host, inferprof_hook/_state.py
+// engine_host). Its IP is the node's, which the other host-network pod has
+// too: only the name tells them apart.
+func TestK8sAttributesHostNetworkEngine(t *testing.T) {
+	engine, other := hostNetworkPods()
+	conf := agentConf(t, fakeAPIServer(t, engine, other).URL)
+	want := map[string]string{"k8s.pod.name": engine.Name, "k8s.namespace.name": "inference", "k8s.deployment.name": "vllm-llama"}
+
+	t.Run("request span naming its pod, sent from the node's IP", func(t *testing.T) {
+		td, _ := requestTrace(2, time.Now())
+		res := td.ResourceSpans().At(0).Resource().Attributes()
+		res.PutStr("k8s.pod.name", engine.Name)
+		res.PutStr("k8s.pod.ip", nodeIP)
+		assertAttrs(t, spanFrom(t, conf, td, nodeIP), want)
+	})
+	t.Run("CUDA kernel series", func(t *testing.T) {
+		assertAttrs(t, metricFrom(t, conf, "inferprof.gpu.kernel.duration", map[string]any{
+			"inferprof.activity.source": "cupti", "process.pid": int64(1), "host.name": engine.Name,
+		}), want)
+	})
+	t.Run("engine.step span", func(t *testing.T) {
+		assertAttrs(t, spanFrom(t, conf, engineStepSpan(engine.Name), ""), want)
 	})
 }
 

@@ -127,3 +127,15 @@ func TestReportListsStagesAndReasons(t *testing.T) {
 		assert.Contains(t, last, "skipped 4")
 	}
 }
+
+// TestSoakStageRunsWhatGoSkipped: the soak test the go stage skips is not
+// reported as skipped once its own stage ran it; other skips stay.
+func TestSoakStageRunsWhatGoSkipped(t *testing.T) {
+	stages := []stage{{name: "go", skips: []skipGroup{
+		{Reason: "set SOAK_DURATION", Tests: []string{soakTest}},
+		{Reason: "no GPU", Tests: []string{"a.TestGPU", soakTest}},
+	}}}
+	got := dropSkipped(stages, soakTest)
+	require.Len(t, got[0].skips, 1)
+	assert.Equal(t, []string{"a.TestGPU"}, got[0].skips[0].Tests)
+}

@@ -6,7 +6,7 @@ package soak
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,10 +14,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"golang.org/x/sys/unix"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/stepwire"
@@ -146,27 +148,36 @@ func (s *spanSender) post(ctx context.Context, client *http.Client, body []byte)
 	}
 }
 
-// stepEngines sends engine step datagrams from n engines at rate each, with
-// the real wire format (internal/stepwire; the hook's Python encoder writes
-// the same bytes). Like the hook, a send that would block is dropped and
-// counted on the sender's side, never waited for.
+// stepEngines sends engine step records from n engines at rate each, the
+// way the hook does (integrations/python/inferprof_hook): each engine writes
+// the real wire format (internal/stepwire) into its own shared-memory ring
+// (stepRing), announced once to the receiver's socket. Like the hook, a
+// record that does not fit in the ring is dropped and counted on the
+// sender's side, never waited for.
 type stepEngines struct {
 	sock    string
 	sent    atomic.Int64
 	dropped atomic.Int64
 }
 
+// ringBytes is the hook's default ring capacity (INFERPROF_STEP_RING_BYTES).
+const ringBytes = 4 << 20
+
 func (e *stepEngines) run(ctx context.Context, engines int, rate float64) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, engines)
 	for eng := range engines {
 		wg.Go(func() {
-			c, err := net.Dial("unixgram", e.sock)
+			ring, err := openStepRing(e.sock, uint64(0x50a4_0000+eng), ringBytes)
 			if err != nil {
 				errc <- err
 				return
 			}
-			defer c.Close()
+			defer ring.close()
+			if err := ring.announce(); err != nil {
+				errc <- err
+				return
+			}
 			ids := make([]string, 16)
 			toks := make([]int64, 16)
 			for i := range ids {
@@ -175,6 +186,7 @@ func (e *stepEngines) run(ctx context.Context, engines int, rate float64) error 
 			}
 			start := time.Now()
 			var n int64
+			var dropped uint32
 			for ctx.Err() == nil {
 				if pace(start, rate, n) <= 0 {
 					time.Sleep(time.Millisecond)
@@ -187,17 +199,18 @@ func (e *stepEngines) run(ctx context.Context, engines int, rate float64) error 
 					StartUnixNs: now.Add(-4 * time.Millisecond).UnixNano(), EndUnixNs: now.UnixNano(),
 					PrefillRequests: 1, DecodeRequests: 15, ScheduledTokens: 527, Running: 16, Waiting: 3, KVUsage: 0.4,
 					ServiceName: fmt.Sprintf("vllm-%d", eng), EngineVersion: "0.11.0", Host: "soak",
+					InstanceID: fmt.Sprintf("soak-engine-%d", eng), HookDropped: dropped,
 					RequestIDs: ids, RequestTokens: toks,
 				}
-				_ = c.SetWriteDeadline(time.Now().Add(time.Millisecond))
-				if _, err := c.Write(stepwire.Encode(st)); err != nil {
-					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
-						e.dropped.Add(1)
-						continue
-					}
-					errc <- fmt.Errorf("step send: %w", err)
+				ok, err := ring.write(stepwire.Encode(st))
+				if err != nil {
+					errc <- fmt.Errorf("step ring: %w", err)
 					return
+				}
+				if !ok {
+					dropped++
+					e.dropped.Add(1)
+					continue
 				}
 				e.sent.Add(1)
 			}
@@ -206,6 +219,97 @@ func (e *stepEngines) run(ctx context.Context, engines int, rate float64) error 
 	wg.Wait()
 	close(errc)
 	return <-errc
+}
+
+// stepRing is one engine's step ring, made as the hook's ring.py makes it
+// (docs/step-wire.md, "Ring"): a memfd sealed against resizing, holding a
+// 4096-byte header and the records; announced with a control datagram that
+// carries the memfd and the read end of a pipe only this side writes to;
+// and, after a record, one wake datagram per sleep of the reader.
+type stepRing struct {
+	path  string
+	id    uint64
+	memfd int
+	pipe  [2]int
+	mem   []byte
+	w     *stepwire.RingWriter
+	woken uint64
+}
+
+func openStepRing(path string, id uint64, capacity int) (*stepRing, error) {
+	fd, err := unix.MemfdCreate("inferprof-step-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	r := &stepRing{path: path, id: id, memfd: fd, pipe: [2]int{-1, -1}}
+	size := stepwire.RingHeaderBytes + capacity
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		r.close()
+		return nil, err
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err := unix.Pipe2(r.pipe[:], unix.O_CLOEXEC); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.w = stepwire.NewRingWriter(r.mem, id, uint32(os.Getpid()))
+	return r, nil
+}
+
+func (r *stepRing) control(kind byte, fds ...int) error {
+	b := make([]byte, stepwire.ControlSize)
+	copy(b, stepwire.RingMagic[:])
+	b[4] = stepwire.RingVersion
+	b[5] = kind
+	binary.LittleEndian.PutUint64(b[8:], r.id)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	return unix.Sendmsg(fd, b, oob, &unix.SockaddrUnix{Name: r.path}, 0)
+}
+
+func (r *stepRing) announce() error {
+	return r.control(stepwire.ControlAnnounce, r.memfd, r.pipe[0])
+}
+
+// write publishes one record; false when the ring is full (the hook drops
+// the step then).
+func (r *stepRing) write(rec []byte) (bool, error) {
+	if !r.w.Write(rec) {
+		return false, nil
+	}
+	// The reader's sleep word (byte 136) is odd while it waits on its socket.
+	if sleep := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.mem[136]))); sleep&1 == 1 && sleep != r.woken {
+		r.woken = sleep
+		return true, r.control(stepwire.ControlWake)
+	}
+	return true, nil
+}
+
+// close lets go of the ring as the engine's exit would: the receiver sees
+// the pipe close, reads what is left and releases it.
+func (r *stepRing) close() {
+	if r.mem != nil {
+		_ = unix.Munmap(r.mem)
+	}
+	for _, fd := range []int{r.memfd, r.pipe[0], r.pipe[1]} {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
+	}
 }
 
 // cuptiClients stream kernel records from conns engine processes over the

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/e2etest"
 	"github.com/inferprof/inferprof/internal/stepwire"
 )
 
@@ -101,6 +102,21 @@ func (r *run) malformed(t *testing.T) {
 	}
 	require.NoError(t, sc.Close())
 
+	// A step ring whose writer then publishes an impossible write index:
+	// the receiver counts a fault and skips to it; the record before it,
+	// once read, arrived.
+	bad, err := openStepRing(stepSock, 0xbad, 1<<16)
+	require.NoError(t, err)
+	defer bad.close()
+	require.NoError(t, bad.announce())
+	ok, err := bad.write(stepwire.Encode(&stepwire.Step{Engine: stepwire.EngineVLLM, PID: 9, Index: 1, StartUnixNs: 1, EndUnixNs: 2, ServiceName: "vllm-ring"}))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		return r.telemetry(t).sum("otelcol_receiver_engine_step_steps")-baseSteps == 101
+	}, time.Minute, 50*time.Millisecond, "the ring's good record")
+	binary.LittleEndian.PutUint64(bad.mem[64:], 1<<40) // the write word (docs/step-wire.md, Layout)
+
 	// CUPTI socket: bad magic, a truncated frame, an absurd frame length.
 	cuptiSock := filepath.Join(r.sockDir, "cupti.sock")
 	hello := cuptiwire.AppendHello(nil, 4242, uint64(time.Now().UnixNano()), "bad")
@@ -122,7 +138,7 @@ func (r *run) malformed(t *testing.T) {
 	ccancel()
 
 	// Kineto: a truncated trace, an oversized junk file, and a real one.
-	fixture, err := os.ReadFile(filepath.Join(filepathRepoRoot(), "receiver", "cuptireceiver", "testdata", "kineto", kinetoFixture))
+	fixture, err := os.ReadFile(filepath.Join(e2etest.RepoRoot(), "receiver", "cuptireceiver", "testdata", "kineto", kinetoFixture))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(r.kineto, "truncated.json.gz"), fixture[:len(fixture)/2], 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(r.kineto, "oversized.json"), append([]byte(`{"traceEvents": [`), bytes.Repeat([]byte(`{"ph": "X", `), 1<<20)...), 0o600))
@@ -133,7 +149,8 @@ func (r *run) malformed(t *testing.T) {
 		s = r.telemetry(t)
 		return s.sum("otelcol_receiver_cupti_bad_trace_files")-before.sum("otelcol_receiver_cupti_bad_trace_files") == 2 &&
 			s.sum("otelcol_receiver_cupti_trace_files")-before.sum("otelcol_receiver_cupti_trace_files") >= 1 &&
-			s.sum("otelcol_receiver_engine_step_steps")-baseSteps == 100 &&
+			s.sum("otelcol_receiver_engine_step_steps")-baseSteps == 101 &&
+			s.sum("otelcol_receiver_engine_step_ring_faults")-before.sum("otelcol_receiver_engine_step_ring_faults") == 1 &&
 			s.sum("otelcol_receiver_accepted_spans", `receiver="otlp"`)-baseSpans == float64(spans.accepted.Load()) &&
 			r.requestsCounted()-baseRequests == float64(spans.accepted.Load())
 	}, 2*time.Minute, 500*time.Millisecond)
@@ -148,6 +165,6 @@ func (r *run) malformed(t *testing.T) {
 	}
 
 	r.addf("\n### Malformed input\n")
-	r.addf("OTLP/HTTP garbage, truncated and 21 MiB bodies answered 4xx; a 5 MiB gRPC request ResourceExhausted; %d bad step datagrams and 3 bad CUPTI connections counted and dropped; a truncated and an oversized Kineto file skipped with a warning naming the file. Meanwhile %d good spans, 100 steps, %d CUPTI records and the real Kineto trace all arrived; the collector stayed up.",
+	r.addf("OTLP/HTTP garbage, truncated and 21 MiB bodies answered 4xx; a 5 MiB gRPC request ResourceExhausted; %d bad step datagrams, a step ring with an impossible write index and 3 bad CUPTI connections counted and dropped; a truncated and an oversized Kineto file skipped with a warning naming the file. Meanwhile %d good spans, 101 steps (100 datagrams, 1 ring record), %d CUPTI records and the real Kineto trace all arrived; the collector stayed up.",
 		badSteps, spans.accepted.Load(), cc.records.Load())
 }

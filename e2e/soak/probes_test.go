@@ -90,6 +90,7 @@ type proc struct {
 	pid    int
 	mu     sync.Mutex
 	maxRSS int64 // bytes
+	atMax  map[string]int64
 	rss    []int64
 	stop   chan struct{}
 	done   chan struct{}
@@ -121,19 +122,58 @@ func (p *proc) close() {
 }
 
 func (p *proc) sample() {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	st, err := readStatus(p.pid)
 	if err != nil {
 		return
 	}
+	p.mu.Lock()
+	p.rss = append(p.rss, st["VmRSS"])
+	if st["VmRSS"] > p.maxRSS {
+		p.atMax = st
+	}
+	p.maxRSS = max(p.maxRSS, st["VmRSS"])
+	p.mu.Unlock()
+}
+
+// readStatus returns the kB fields of /proc/PID/status, in bytes.
+func readStatus(pid int) (map[string]int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			p.mu.Lock()
-			p.rss = append(p.rss, kb<<10)
-			p.maxRSS = max(p.maxRSS, kb<<10)
-			p.mu.Unlock()
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasSuffix(v, " kB") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(v, " kB")), 10, 64)
+		if err == nil {
+			out[k] = kb << 10
 		}
 	}
+	return out, nil
+}
+
+// resetPeak restarts the kernel's peak RSS (VmHWM) for the process, so
+// that peakRSS covers one phase; writing 5 to clear_refs does that
+// (Documentation/filesystems/proc.rst).
+func (p *proc) resetPeak() error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.pid), []byte("5"), 0)
+}
+
+// peakRSS returns the kernel's peak RSS (VmHWM) since the start or the last
+// resetPeak, in MiB: every page the process held at once, not a sample.
+func (p *proc) peakRSS() (float64, error) {
+	st, err := readStatus(p.pid)
+	if err != nil {
+		return 0, err
+	}
+	hwm, ok := st["VmHWM"]
+	if !ok {
+		return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.pid)
+	}
+	return float64(hwm) / (1 << 20), nil
 }
 
 // cpuSeconds returns the process's user+system CPU time so far.
@@ -147,6 +187,22 @@ func (p *proc) cpuSeconds() float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / pageTicks
+}
+
+// resetSamples forgets the samples so far, so that rssStats and atPeak
+// cover one phase.
+func (p *proc) resetSamples() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rss, p.maxRSS, p.atMax = nil, 0, nil
+}
+
+// atPeak returns the anonymous and the file-backed RSS, in MiB, at the
+// highest sample.
+func (p *proc) atPeak() (anon, file float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return float64(p.atMax["RssAnon"]) / (1 << 20), float64(p.atMax["RssFile"]) / (1 << 20)
 }
 
 // rssStats returns the median and the highest RSS sampled, in MiB.

@@ -948,7 +948,7 @@ static int init(void) {
     goto fail;
   }
   char host[IPC_MAX_HOST + 1] = {0};
-  gethostname(host, IPC_MAX_HOST);
+  engine_host(getenv("OTEL_RESOURCE_ATTRIBUTES"), host, sizeof(host));
   if (ipc_client_init(&client, cfg.endpoint, (uint32_t)getpid(), host, clk.sampled_unix_ns, NULL) != 0) {
     LOG_WARN("cannot set up the collector client for %s", cfg.endpoint);
     goto fail;

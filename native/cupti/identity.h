@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 static inline int id_hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -62,6 +63,17 @@ static inline int resource_attr(const char *attrs, const char *key, char *out, s
   }
   out[0] = '\0';
   return 0;
+}
+
+/* engine_host names the engine's host for the collector: k8s.pod.name from
+ * attrs when the pod sets it (the downward API's metadata.name), else
+ * gethostname. Inside a pod the two agree; an engine on the host network
+ * reads the node's name from gethostname, and the agent could then tie its
+ * kernel series to no pod. */
+static inline void engine_host(const char *attrs, char *out, size_t n) {
+  if (n == 0 || resource_attr(attrs, "k8s.pod.name", out, n)) return;
+  if (gethostname(out, n - 1) != 0) out[0] = '\0';
+  out[n - 1] = '\0';
 }
 
 #endif

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/receiver"
@@ -354,13 +355,14 @@ func (r *cuptiReceiver) flushLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			r.scanKineto(ctx)
-			r.flush(ctx)
+			r.flush(ctx, false)
 		}
 	}
 }
 
 // flush emits the sums; the consumer is called outside the aggregator lock.
-func (r *cuptiReceiver) flush(ctx context.Context) {
+// final is the flush at shutdown, the last chance to deliver.
+func (r *cuptiReceiver) flush(ctx context.Context, final bool) {
 	// Spans first: Flush forgets sources whose connections closed.
 	if r.nextTraces != nil {
 		var link aggregate.Linker
@@ -373,16 +375,50 @@ func (r *cuptiReceiver) flush(ctx context.Context) {
 			}
 		}
 	}
-	m := r.agg.Flush(pcommon.NewTimestampFromTime(r.now()))
+	r.flushMetrics(ctx, final)
+}
+
+// flushMetrics hands the interval to the next consumer as a transaction, as
+// the inference_metrics connector does with its delta interval: a retryable
+// refusal (memory_limiter's) puts the sums back, merged into the next
+// interval within the aggregator's key limit; a permanent one, or one at
+// shutdown, loses them, counted.
+func (r *cuptiReceiver) flushMetrics(ctx context.Context, final bool) {
+	m, tx := r.agg.FlushTx(pcommon.NewTimestampFromTime(r.now()))
+	var err error
+	if m.DataPointCount() > 0 && r.nextMetrics != nil {
+		// Counted first: the next consumer may own m once called.
+		points := m.DataPointCount()
+		if err = r.nextMetrics.ConsumeMetrics(ctx, m); err != nil {
+			r.tb.ReceiverCuptiRefusedFlushes.Add(ctx, 1)
+			r.refused(ctx, err, points, tx, final)
+		}
+	}
+	if err == nil || final || consumererror.IsPermanent(err) {
+		r.agg.Commit(tx)
+	} else if lost := r.agg.Restore(tx); lost > 0 {
+		r.tb.ReceiverCuptiRefusedDroppedRecords.Add(ctx, int64(lost))
+		r.set.Logger.Warn("cupti: a refused interval did not fit back into the key table; records lost",
+			zap.Uint64("records", lost))
+	}
 	recs, dropped := r.agg.Stats()
 	r.tb.ReceiverCuptiRecords.Add(ctx, int64(recs-r.lastRec))
 	r.tb.ReceiverCuptiDroppedRecords.Add(ctx, int64(dropped-r.lastDrop))
 	r.lastRec, r.lastDrop = recs, dropped
-	if m.DataPointCount() > 0 && r.nextMetrics != nil {
-		if err := r.nextMetrics.ConsumeMetrics(ctx, m); err != nil {
-			r.badLog.Warn("cupti metrics refused by the next consumer", zap.Int("data_points", m.DataPointCount()), zap.Error(err))
-		}
+}
+
+// refused logs one line per refused flush, saying what was kept or lost.
+func (r *cuptiReceiver) refused(ctx context.Context, err error, points int, tx *aggregate.Tx, final bool) {
+	if final || consumererror.IsPermanent(err) {
+		r.tb.ReceiverCuptiRefusedDroppedRecords.Add(ctx, int64(tx.Records()))
+		r.set.Logger.Error("cupti metrics refused by the next consumer; dropped",
+			zap.Int("data_points", points), zap.Uint64("records", tx.Records()),
+			zap.Bool("shutdown", final), zap.Error(err))
+		return
 	}
+	r.set.Logger.Warn("cupti metrics refused by the next consumer; the interval is kept for the next flush",
+		zap.Int("data_points", points), zap.Int("series", tx.Series()), zap.Uint64("records", tx.Records()),
+		zap.Error(err))
 }
 
 // scanKineto reads trace files whose size and modification time held still
@@ -544,7 +580,7 @@ func (r *cuptiReceiver) Shutdown(ctx context.Context) error {
 			err = ctx.Err()
 			return
 		}
-		r.flush(ctx)
+		r.flush(ctx, true)
 		if r.store != nil {
 			if cerr := r.store.Close(ctx); cerr != nil {
 				r.set.Logger.Warn("kineto.storage: close", zap.Error(cerr))

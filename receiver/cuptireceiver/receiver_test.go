@@ -88,6 +88,12 @@ func (h *harness) counter(t *testing.T, name string) int64 {
 
 // kernelSeconds sums a kernel's duration over everything the sink got.
 func kernelSeconds(sink *consumertest.MetricsSink, kernel string, pid int64) float64 {
+	return kernelSum(sink, names.MetricKernelDuration, kernel, pid)
+}
+
+// kernelSum sums a kernel's data points of one metric over everything the
+// sink got; pid 0 takes every process.
+func kernelSum(sink *consumertest.MetricsSink, metric, kernel string, pid int64) float64 {
 	var total float64
 	for _, md := range sink.AllMetrics() {
 		for i := 0; i < md.ResourceMetrics().Len(); i++ {
@@ -97,13 +103,19 @@ func kernelSeconds(sink *consumertest.MetricsSink, kernel string, pid int64) flo
 			}
 			ms := rm.ScopeMetrics().At(0).Metrics()
 			for j := 0; j < ms.Len(); j++ {
-				if ms.At(j).Name() != names.MetricKernelDuration {
+				if ms.At(j).Name() != metric {
 					continue
 				}
 				dps := ms.At(j).Sum().DataPoints()
 				for k := 0; k < dps.Len(); k++ {
-					if n, _ := dps.At(k).Attributes().Get(names.AttrKernelName); n.Str() == kernel {
-						total += dps.At(k).DoubleValue()
+					dp := dps.At(k)
+					if n, _ := dp.Attributes().Get(names.AttrKernelName); n.Str() != kernel {
+						continue
+					}
+					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+						total += float64(dp.IntValue())
+					} else {
+						total += dp.DoubleValue()
 					}
 				}
 			}

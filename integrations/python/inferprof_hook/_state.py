@@ -5,6 +5,7 @@
 
 import logging
 import os
+import socket as _socket
 import threading
 import weakref
 from urllib.parse import unquote
@@ -56,19 +57,31 @@ def endpoint():
     return os.environ.get(ENV_ENDPOINT) or DEFAULT_ENDPOINT
 
 
-def instance_id():
-    """service.instance.id from OTEL_RESOURCE_ATTRIBUTES, read the way the
-    OpenTelemetry Python SDK reads it (OTELResourceDetector in
-    opentelemetry-sdk resources/__init__.py @00c616e9: split on ",", then on
-    the first "=", strip, percent-decode the value; the last one wins), so
-    the hook names the instance exactly as the engine's request spans do.
-    inferprof-run sets it; "" when absent."""
+def resource_attr(key):
+    """key's value in OTEL_RESOURCE_ATTRIBUTES, read the way the OpenTelemetry
+    Python SDK reads it (OTELResourceDetector in opentelemetry-sdk
+    resources/__init__.py @00c616e9: split on ",", then on the first "=",
+    strip, percent-decode the value; the last one wins), so the hook names
+    the engine exactly as its request spans do; "" when absent."""
     found = ""
     for item in os.environ.get(ENV_RESOURCE, "").split(","):
-        key, sep, value = item.partition("=")
-        if sep and key.strip() == "service.instance.id":
+        k, sep, value = item.partition("=")
+        if sep and k.strip() == key:
             found = unquote(value.strip())
     return found
+
+
+def instance_id():
+    """service.instance.id; inferprof-run sets it."""
+    return resource_attr("service.instance.id")
+
+
+def engine_host():
+    """The engine's host name for the collector: k8s.pod.name when the pod
+    sets it (the downward API's metadata.name), else the host name. Inside a
+    pod the two agree; an engine on the host network has the node's host
+    name, which the agent could tie to no pod."""
+    return resource_attr("k8s.pod.name") or _socket.gethostname()
 
 
 def track(emitter):

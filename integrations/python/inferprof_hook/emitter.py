@@ -6,7 +6,6 @@ it to the engine's shared-memory ring, or sends it as a datagram when there
 is no ring (see ring.py)."""
 
 import os
-import socket as _socket
 
 from . import _state, ring as _ring, wire
 from .ring import HEADER_BYTES, W_SLEEP, W_WRITE
@@ -52,7 +51,7 @@ class Emitter:
                              "is longer than %d bytes; steps are matched to requests by service.name "
                              "and host instead", wire.MAX_SHORT)
         self.set_identity(wire.identity(service_name(engine_name), engine_version,
-                                        _socket.gethostname(), iid))
+                                        _state.engine_host(), iid))
         self.step = 0
         self.ids = {}
         self.evicted = 0

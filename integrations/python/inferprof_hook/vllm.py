@@ -53,7 +53,6 @@ Only counts and request ids are read: never prompt or output token values
 import collections
 import functools
 import os
-import socket
 import time
 
 from . import _state, wire
@@ -475,7 +474,8 @@ class _Worker:
     def __init__(self):
         self.emitter = Emitter(wire.ENGINE_VLLM, "vllm", _state.version("vllm"), 0, _state.sender())
         iid = _state.instance_id()
-        self.ident = wire.mark_identity(socket.gethostname(), iid)
+        # The host as the step records and the CUPTI library name it.
+        self.ident = wire.mark_identity(_state.engine_host(), iid)
         self.pid = os.getpid()
         self.ppid = os.getppid()
         self.batch = 0

@@ -7,6 +7,7 @@ in system calls must still arrive whole, in order, and counted when lost."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -210,6 +211,18 @@ class InstanceIDTest(unittest.TestCase):
         em = emitter.Emitter(wire.ENGINE_VLLM, "vllm", "1", 0, _Capture())
         em.emit(1, 2, 0, 0, 1, 0, 0, None, [])
         self.assertEqual(wire.decode(em.sender.data[0])["instance_id"], "7d1c0f2e-inst")
+
+    def test_the_pods_name_names_the_host(self):
+        # An engine on the host network: gethostname gives the node, the
+        # downward API gives the pod (deploy/manifests/engine-vllm-example.yaml).
+        os.environ[_state.ENV_RESOURCE] = "k8s.pod.ip=10.0.0.7,k8s.pod.name=vllm%2D0"
+        em = emitter.Emitter(wire.ENGINE_VLLM, "vllm", "1", 0, _Capture())
+        em.emit(1, 2, 0, 0, 1, 0, 0, None, [])
+        self.assertEqual(wire.decode(em.sender.data[0])["host"], "vllm-0")
+        os.environ[_state.ENV_RESOURCE] = "k8s.pod.ip=10.0.0.7"
+        em = emitter.Emitter(wire.ENGINE_VLLM, "vllm", "1", 0, _Capture())
+        em.emit(1, 2, 0, 0, 1, 0, 0, None, [])
+        self.assertEqual(wire.decode(em.sender.data[0])["host"], socket.gethostname())
 
     def test_too_long_is_left_out_with_a_warning(self):
         os.environ[_state.ENV_RESOURCE] = "service.instance.id=" + "x" * 300

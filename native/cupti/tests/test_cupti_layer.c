@@ -431,6 +431,9 @@ int main(int argc, char **argv) {
   run_case(self, 0, &r); /* stream */
   CASE_OK(&r);
   CHECK(r.p.hellos == 1 && r.p.pid == (uint32_t)r.pid);
+  char node[256] = {0};
+  gethostname(node, sizeof(node) - 1);
+  CHECK(strcmp(r.p.host, node) == 0); /* no k8s.pod.name: the host's name */
   CHECK(r.p.records == 102 && r.p.kernels == 100);
   CHECK(r.p.strings == 2);
   CHECK(r.p.graph_id == 9 && r.p.graph_node == 77 + 99);
@@ -548,6 +551,7 @@ int main(int argc, char **argv) {
   CHECK(r.p.identities == 1 && r.p.identity_at_start == 1);
   CHECK(r.p.ppid == (uint32_t)getpid()); /* the case's parent is this process */
   CHECK(strcmp(r.p.instance, "inst-1") == 0 && strcmp(r.p.service, "vllm") == 0);
+  CHECK(strcmp(r.p.host, "p") == 0); /* k8s.pod.name names the host */
   CHECK(r.p.launches == 7); /* 5 driver, 1 runtime (its driver call is not counted again), 1 graph */
   CHECK(r.p.last_launch_kind == IPC_LAUNCH_GRAPH && r.p.last_launch_corr == 20);
   CHECK(r.p.last_launch_time > 1600000000000000000ull); /* wall clock */

@@ -122,12 +122,24 @@ static void test_resource_attr(void) {
   CHECK(resource_attr("service.name=abcdef", "service.name", small, sizeof(small)) && strcmp(small, "abc") == 0);
 }
 
+static void test_engine_host(void) {
+  char v[256], h[256] = {0};
+  engine_host("k8s.pod.ip=10.0.0.7,k8s.pod.name=vllm-0", v, sizeof(v));
+  CHECK(strcmp(v, "vllm-0") == 0);
+  gethostname(h, sizeof(h) - 1);
+  engine_host("k8s.pod.ip=10.0.0.7", v, sizeof(v));
+  CHECK(strcmp(v, h) == 0);
+  engine_host(NULL, v, sizeof(v));
+  CHECK(strcmp(v, h) == 0);
+}
+
 int main(void) {
   test_token_bucket();
   test_corr_table();
   test_duty();
   test_launch_ring();
   test_resource_attr();
-  printf("limits tests: 5 passed, 0 failed\n");
+  test_engine_host();
+  printf("limits tests: 6 passed, 0 failed\n");
   return 0;
 }

@@ -74,29 +74,29 @@ func (s *Store) Snapshot(from, to int64) Snapshot {
 	for k, v := range s.memLimit {
 		sn.MemLimit[k] = v
 	}
-	for _, r := range s.requests.live() {
+	for r := range s.requests.all {
 		if overlaps(r.Start, r.End, from, to) {
-			sn.Requests = append(sn.Requests, r)
+			sn.Requests = append(sn.Requests, *r)
 		}
 	}
-	for _, p := range s.phases.live() {
+	for p := range s.phases.all {
 		if overlaps(p.Start, p.End, from, to) {
-			sn.Phases = append(sn.Phases, p)
+			sn.Phases = append(sn.Phases, *p)
 		}
 	}
-	for _, st := range s.steps.live() {
+	for st := range s.steps.all {
 		if overlaps(st.Start, st.End, from, to) {
-			sn.Steps = append(sn.Steps, st)
+			sn.Steps = append(sn.Steps, *st)
 		}
 	}
-	for _, k := range s.kernels.live() {
+	for k := range s.kernels.all {
 		if overlaps(k.Start, k.End, from, to) {
-			sn.Kernels = append(sn.Kernels, k)
+			sn.Kernels = append(sn.Kernels, *k)
 		}
 	}
-	for _, sm := range s.samples.live() {
+	for sm := range s.samples.all {
 		if sm.TS >= from && sm.TS <= to {
-			sn.Samples = append(sn.Samples, sm)
+			sn.Samples = append(sn.Samples, *sm)
 		}
 	}
 	return sn
@@ -106,7 +106,11 @@ func (s *Store) Snapshot(from, to int64) Snapshot {
 func (s *Store) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.requests.live())
+	out := make([]Request, 0, s.requests.len())
+	for r := range s.requests.all {
+		out = append(out, *r)
+	}
+	return out
 }
 
 // Colours from the trace viewer's reserved palette (catapult

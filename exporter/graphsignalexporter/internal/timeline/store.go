@@ -9,6 +9,7 @@ package timeline // import "github.com/inferprof/inferprof/exporter/graphsignale
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 	"unique"
@@ -106,50 +107,170 @@ type Kernel struct {
 type Sample Reading
 
 // queue is a FIFO of records with their arrival number, so the store can
-// evict the oldest record of any kind.
-type queue[T any] struct {
-	items []T
-	seqs  []uint64
-	sizes []int64
-	head  int
+// evict the oldest record of any kind. Records live in fixed chunks of
+// chunkLen, freed as soon as their last record is popped, so what the queue
+// holds is its live records plus at most two partial chunks: a growing slice
+// held up to twice its records in spare capacity, and again in a dead prefix
+// (129 MB in a heap profile for a 64 MiB budget).
+type queue[T record] struct {
+	chunks []*chunk[T]
+	head   int // next record to pop in chunks[0]
+	tail   int // records in the last chunk
 }
 
-func (q *queue[T]) push(v T, seq uint64, size int64) {
-	q.items = append(q.items, v)
-	q.seqs = append(q.seqs, seq)
-	q.sizes = append(q.sizes, size)
+// chunkLen keeps a chunk small (a few KiB to tens of KiB), so a chunk is a
+// small step of the budget.
+const chunkLen = 64
+
+type chunk[T record] struct {
+	items [chunkLen]T
+	seqs  [chunkLen]uint64
+	sizes [chunkLen]int64 // each record's own heap beyond its slot
+	// strs are the distinct shared strings the chunk's records name, so
+	// the store counts each string once while a chunk holds it, with one
+	// map update per chunk rather than per record.
+	strs []string
 }
 
-func (q *queue[T]) len() int { return len(q.items) - q.head }
+// chunkBytes is the heap one chunk of T takes.
+func chunkBytes[T record]() int64 { return allocSize(int64(unsafe.Sizeof(chunk[T]{}))) }
+
+// push appends a record whose own heap (a string, a slice) is size bytes
+// and returns the bytes it added: size, a chunk when it opened one, and the
+// shared strings the store did not hold yet.
+func (q *queue[T]) push(v T, seq uint64, size int64, s *Store) int64 {
+	added := size
+	if len(q.chunks) == 0 || q.tail == chunkLen {
+		q.chunks = append(q.chunks, new(chunk[T]))
+		q.tail = 0
+		added += chunkBytes[T]()
+	}
+	c := q.chunks[len(q.chunks)-1]
+	c.items[q.tail], c.seqs[q.tail], c.sizes[q.tail] = v, seq, size
+	q.tail++
+	for _, str := range v.shared() {
+		if str == "" || slices.Contains(c.strs, str) {
+			continue
+		}
+		before := cap(c.strs)
+		c.strs = append(c.strs, str)
+		added += stringsSize(cap(c.strs)) - stringsSize(before) + s.hold(str)
+	}
+	return added
+}
+
+func stringsSize(n int) int64 { return allocSize(int64(n) * int64(unsafe.Sizeof(""))) }
+
+func (q *queue[T]) len() int {
+	if len(q.chunks) == 0 {
+		return 0
+	}
+	return (len(q.chunks)-1)*chunkLen + q.tail - q.head
+}
 
 func (q *queue[T]) headSeq() uint64 {
 	if q.len() == 0 {
 		return math.MaxUint64
 	}
-	return q.seqs[q.head]
+	return q.chunks[0].seqs[q.head]
 }
 
-// pop drops the oldest record and returns its size.
-func (q *queue[T]) pop() int64 {
+// front is the oldest record; the queue must not be empty.
+func (q *queue[T]) front() *T { return &q.chunks[0].items[q.head] }
+
+// pop drops the oldest record and returns the bytes it freed: its own, and
+// its chunk's and the chunk's shared strings when it was the chunk's last.
+func (q *queue[T]) pop(s *Store) int64 {
+	c := q.chunks[0]
 	var zero T
-	q.items[q.head] = zero // let go of its strings and slices
-	size := q.sizes[q.head]
+	c.items[q.head] = zero // let go of its strings and slices
+	freed := c.sizes[q.head]
 	q.head++
-	// Compact once the dead prefix is half the slice.
-	if q.head > 1024 && q.head*2 > len(q.items) {
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items = q.items[:n]
-		copy(q.seqs, q.seqs[q.head:])
-		q.seqs = q.seqs[:n]
-		copy(q.sizes, q.sizes[q.head:])
-		q.sizes = q.sizes[:n]
+	if q.head == chunkLen || (len(q.chunks) == 1 && q.head == q.tail) {
+		for _, str := range c.strs {
+			freed += s.release(str)
+		}
+		freed += stringsSize(cap(c.strs)) + chunkBytes[T]()
+		q.chunks[0] = nil
+		q.chunks = q.chunks[1:] // pointers only; append reallocates past them
 		q.head = 0
+		if len(q.chunks) == 0 {
+			q.chunks, q.tail = nil, 0
+		}
 	}
-	return size
+	return freed
 }
 
-func (q *queue[T]) live() []T { return q.items[q.head:] }
+// all yields the records oldest first.
+func (q *queue[T]) all(yield func(*T) bool) {
+	for i, c := range q.chunks {
+		lo, hi := 0, chunkLen
+		if i == 0 {
+			lo = q.head
+		}
+		if i == len(q.chunks)-1 {
+			hi = q.tail
+		}
+		for j := lo; j < hi; j++ {
+			if !yield(&c.items[j]) {
+				return
+			}
+		}
+	}
+}
+
+// record is what the store keeps: its shared() strings are interned, held
+// once however many records name them.
+type record interface {
+	shared() [4]string
+}
+
+func (r Request) shared() [4]string { return [4]string{r.Model, r.ErrorType, r.Bottleneck, r.Instance} }
+func (p Phase) shared() [4]string   { return [4]string{p.Name} }
+func (s Step) shared() [4]string    { return [4]string{s.Instance} }
+func (k Kernel) shared() [4]string  { return [4]string{k.Name, k.Category, k.Host, k.Device} }
+func (s Sample) shared() [4]string  { return [4]string{s.Host, s.Device, s.DeviceName, s.Metric} }
+
+// sharedEntry bounds what one distinct shared string costs beyond its bytes:
+// its entry in the store's count and in the unique package's table.
+const sharedEntry = 96
+
+// hold counts one more chunk holding a shared string and returns the bytes
+// the string adds when no chunk held it.
+func (s *Store) hold(str string) int64 {
+	n := s.shared[str]
+	s.shared[str] = n + 1
+	if n == 0 {
+		return allocSize(int64(len(str))) + sharedEntry
+	}
+	return 0
+}
+
+// release is hold's inverse: the last chunk holding a string frees it.
+func (s *Store) release(str string) int64 {
+	if n := s.shared[str]; n > 1 {
+		s.shared[str] = n - 1
+		return 0
+	}
+	delete(s.shared, str)
+	return allocSize(int64(len(str))) + sharedEntry
+}
+
+// allocSize is an upper bound of the heap an allocation of n bytes takes:
+// Go rounds small objects up to a size class (steps of 16 B up to 128 B,
+// at most 12.5% above that) and large ones to 8 KiB pages.
+func allocSize(n int64) int64 {
+	switch {
+	case n <= 0:
+		return 0
+	case n <= 128:
+		return (n + 15) &^ 15
+	case n <= 32<<10:
+		return n + n/8
+	default:
+		return (n + 8191) &^ 8191
+	}
+}
 
 // Stats counts what the store did with its input.
 type Stats struct {
@@ -172,26 +293,20 @@ type Store struct {
 	kernels  queue[Kernel]
 	samples  queue[Sample]
 	memLimit map[string]float64 // host/device -> memory limit, bytes
+	shared   map[string]int32   // interned strings the records hold, by chunks holding them
 	stats    Stats
 }
 
 // New returns a store that keeps records up to budget bytes (estimated) and
 // for at most maxAge.
 func New(budget int64, maxAge time.Duration, now func() time.Time) *Store {
-	return &Store{budget: budget, maxAge: maxAge, now: now, memLimit: map[string]float64{}}
+	return &Store{budget: budget, maxAge: maxAge, now: now, memLimit: map[string]float64{}, shared: map[string]int32{}}
 }
 
-// Record sizes, estimated: the struct, its bookkeeping, and its strings
-// (interned strings are counted for every record, an upper bound).
-const perRecord = 8 + 8 // seq and size
-
-var (
-	sizeRequest = int64(unsafe.Sizeof(Request{})) + perRecord
-	sizePhase   = int64(unsafe.Sizeof(Phase{})) + perRecord
-	sizeStep    = int64(unsafe.Sizeof(Step{})) + perRecord
-	sizeKernel  = int64(unsafe.Sizeof(Kernel{})) + perRecord
-	sizeSample  = int64(unsafe.Sizeof(Sample{})) + perRecord
-)
+// What the store counts is what it holds: chunks of record slots (counted
+// per chunk), the heap a record holds on its own (a request's id and its
+// gaps), and each distinct interned string once (instances, models, kernel
+// names, devices), with its table entries.
 
 // intern shares repeated strings (instances, kernel names, devices) between
 // records.
@@ -326,7 +441,7 @@ func Readings(md pmetric.Metrics) []Reading {
 						continue
 					}
 					out = append(out, Reading{Host: intern(host), Device: intern(dev), DeviceName: intern(devName),
-						Metric: name, TS: int64(dp.Timestamp()), Value: v})
+						Metric: intern(name), TS: int64(dp.Timestamp()), Value: v})
 				}
 			}
 		}
@@ -358,26 +473,20 @@ func (s *Store) Apply(b *Batch) (evicted int) {
 	defer s.mu.Unlock()
 	for _, r := range b.requests {
 		s.seq++
-		size := sizeRequest + int64(len(r.Model)+len(r.RequestID)+len(r.ErrorType)+len(r.Instance)) + 8*int64(len(r.Gaps))
-		s.requests.push(r, s.seq, size)
-		s.used += size
+		own := allocSize(int64(len(r.RequestID))) + allocSize(8*int64(cap(r.Gaps)))
+		s.used += s.requests.push(r, s.seq, own, s)
 	}
 	for _, p := range b.phases {
 		s.seq++
-		s.phases.push(p, s.seq, sizePhase)
-		s.used += sizePhase
+		s.used += s.phases.push(p, s.seq, 0, s)
 	}
 	for _, st := range b.steps {
 		s.seq++
-		size := sizeStep + int64(len(st.Instance))
-		s.steps.push(st, s.seq, size)
-		s.used += size
+		s.used += s.steps.push(st, s.seq, 0, s)
 	}
 	for _, k := range b.kernels {
 		s.seq++
-		size := sizeKernel + int64(len(k.Name)+len(k.Category)+len(k.Host)+len(k.Device))
-		s.kernels.push(k, s.seq, size)
-		s.used += size
+		s.used += s.kernels.push(k, s.seq, 0, s)
 	}
 	for k, v := range b.limits {
 		if _, ok := s.memLimit[k]; ok || len(s.memLimit) < 4096 {
@@ -386,9 +495,7 @@ func (s *Store) Apply(b *Batch) (evicted int) {
 	}
 	for _, sm := range b.samples {
 		s.seq++
-		size := sizeSample + int64(len(sm.Host)+len(sm.Device)+len(sm.DeviceName))
-		s.samples.push(sm, s.seq, size)
-		s.used += size
+		s.used += s.samples.push(sm, s.seq, 0, s)
 	}
 	s.stats.Bad += int64(b.Bad)
 	return s.evictLocked()
@@ -407,7 +514,7 @@ func (s *Store) evictLocked() int {
 		if s.used <= s.budget && !s.expiredLocked(seq, cutoff) {
 			break
 		}
-		s.used -= q.pop()
+		s.used -= q.pop(s)
 		n++
 	}
 	s.stats.Evicted += int64(n)
@@ -417,7 +524,7 @@ func (s *Store) evictLocked() int {
 // popper is what eviction needs from a queue of any record type.
 type popper interface {
 	headSeq() uint64
-	pop() int64
+	pop(*Store) int64
 	len() int
 }
 
@@ -440,15 +547,15 @@ func (s *Store) expiredLocked(seq uint64, cutoff int64) bool {
 	}
 	switch {
 	case s.requests.headSeq() == seq:
-		return s.requests.live()[0].End < cutoff
+		return s.requests.front().End < cutoff
 	case s.phases.headSeq() == seq:
-		return s.phases.live()[0].End < cutoff
+		return s.phases.front().End < cutoff
 	case s.steps.headSeq() == seq:
-		return s.steps.live()[0].End < cutoff
+		return s.steps.front().End < cutoff
 	case s.kernels.headSeq() == seq:
-		return s.kernels.live()[0].End < cutoff
+		return s.kernels.front().End < cutoff
 	case s.samples.headSeq() == seq:
-		return s.samples.live()[0].TS < cutoff
+		return s.samples.front().TS < cutoff
 	}
 	return false
 }

@@ -345,3 +345,58 @@ func TestSourceFlagsBecomeResourceAttributes(t *testing.T) {
 	assert.Equal(t, "graph", ps[0].res["inferprof.cupti.graph_mode"])
 	assert.Equal(t, true, ps[0].res["inferprof.cupti.sampled"])
 }
+
+func TestRestoreMergesARefusedInterval(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, DefaultLimits)
+	src, _ := a.Source(Source{Kind: SourceKindCUPTI, Host: "h", PID: 7})
+	k := []uint32{0, a.Kernel([]byte("k"))}
+	a.Add(src, []cuptiwire.Record{{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 0, End: 100}}, k, NewCache())
+	refused, tx := a.FlushTx(10)
+	require.Equal(t, 3, refused.DataPointCount(), "kernel duration and count, busy time")
+	// The connection closed meanwhile: its resource survives the refusal.
+	a.Release(src)
+	a.Add(src, []cuptiwire.Record{{Kind: cuptiwire.RecordKindKernel, Name: 1, Start: 200, End: 230}}, k, NewCache())
+	require.Zero(t, a.Restore(tx))
+
+	md := a.Flush(20)
+	ps := flatten(md)
+	d, ok := find(ps, names.MetricKernelDuration, map[string]any{names.AttrKernelName: "k"})
+	require.True(t, ok)
+	assert.InDelta(t, 130e-9, d, 1e-15)
+	n, _ := find(ps, names.MetricKernelCount, map[string]any{names.AttrKernelName: "k"})
+	assert.Equal(t, 2.0, n)
+	busy, _ := find(ps, "inferprof.gpu.busy.time", nil)
+	assert.InDelta(t, 130e-9, busy, 1e-15)
+	assert.Equal(t, int64(7), ps[0].res["process.pid"])
+	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	assert.Equal(t, pcommon.Timestamp(1), dp.StartTimestamp(), "the merged point spans both intervals")
+	assert.Zero(t, a.Sources(), "pruned once delivered")
+}
+
+func TestRestoreKeepsTheKeyLimit(t *testing.T) {
+	t.Parallel()
+	a := newAgg(t, 10, Limits{MaxNames: 10, MaxSources: 2, MaxKeys: 2})
+	src, _ := a.Source(Source{Kind: SourceKindCUPTI, PID: 1})
+	k := []uint32{0, a.Kernel([]byte("a")), a.Kernel([]byte("b")), a.Kernel([]byte("c"))}
+	rec := func(name uint32, n int) []cuptiwire.Record {
+		r := make([]cuptiwire.Record, n)
+		for i := range r {
+			r[i] = cuptiwire.Record{Kind: cuptiwire.RecordKindKernel, Name: name, Start: uint64(i * 10), End: uint64(i*10 + 5)}
+		}
+		return r
+	}
+	a.Add(src, append(rec(1, 3), rec(2, 4)...), k, NewCache())
+	_, tx := a.FlushTx(10)
+	assert.Equal(t, uint64(7), tx.Records())
+	assert.Equal(t, 2, tx.Series())
+	// Meanwhile the table filled with other keys: "a" still fits (its key is
+	// there), "b" has no room and is lost, counted by the caller.
+	a.Add(src, append(rec(1, 1), rec(3, 1)...), k, NewCache())
+	assert.Equal(t, uint64(4), a.Restore(tx))
+	ps := flatten(a.Flush(20))
+	n, _ := find(ps, names.MetricKernelCount, map[string]any{names.AttrKernelName: "a"})
+	assert.Equal(t, 4.0, n)
+	_, ok := find(ps, names.MetricKernelCount, map[string]any{names.AttrKernelName: "b"})
+	assert.False(t, ok)
+}

@@ -40,6 +40,8 @@ type TelemetryBuilder struct {
 	ReceiverCuptiQuietStreams           metric.Int64Counter
 	ReceiverCuptiRateLimitedRecords     metric.Int64Counter
 	ReceiverCuptiRecords                metric.Int64Counter
+	ReceiverCuptiRefusedDroppedRecords  metric.Int64Counter
+	ReceiverCuptiRefusedFlushes         metric.Int64Counter
 	ReceiverCuptiStepSpans              metric.Int64Counter
 	ReceiverCuptiTraceFiles             metric.Int64Counter
 	ReceiverCuptiUntrackedTraceFiles    metric.Int64Counter
@@ -156,6 +158,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_cupti_records",
 		metric.WithDescription("Activity records decoded and aggregated (socket and Kineto together). [Development]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiRefusedDroppedRecords, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_refused_dropped_records",
+		metric.WithDescription("Records of refused flushes that were lost, because the refusal was permanent, came at shutdown, or the key table (max keys) had no room to keep them. [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiRefusedFlushes, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_refused_flushes",
+		metric.WithDescription("Metric flushes the next consumer refused (for example memory_limiter); a retryable refusal keeps the interval, merged into the next flush, so nothing is lost. [Development]"),
+		metric.WithUnit("{flush}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverCuptiStepSpans, err = builder.meter.Int64Counter(

@@ -33,6 +33,8 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverCuptiQuietStreams.Add(context.Background(), 1)
 	tb.ReceiverCuptiRateLimitedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiRefusedDroppedRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiRefusedFlushes.Add(context.Background(), 1)
 	tb.ReceiverCuptiStepSpans.Add(context.Background(), 1)
 	tb.ReceiverCuptiTraceFiles.Add(context.Background(), 1)
 	tb.ReceiverCuptiUntrackedTraceFiles.Add(context.Background(), 1)
@@ -76,6 +78,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiRefusedDroppedRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiRefusedFlushes(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiStepSpans(t, testTel,
