@@ -119,6 +119,10 @@ func TestLaunchWindowsEndToEnd(t *testing.T) {
 	}{
 		{"vllm async scheduling", []string{"--engine", "vllm"}, false},
 		{"vllm sync scheduling", []string{"--engine", "vllm", "--sync"}, false},
+		// Structured output under async scheduling: a batch is sampled after
+		// the previous batch's update (step_with_batch_queue's deferred
+		// branch), outside the step that launched the rest of it.
+		{"vllm deferred structured sampling", []string{"--engine", "vllm", "--structured"}, false},
 		{"sglang overlap loop", []string{"--engine", "sglang"}, false},
 		// Older SGLang: the forward on TpModelWorkerClient's thread, whose
 		// windows overlap the scheduler thread's in time.

@@ -62,6 +62,20 @@ class LaunchWindowTest(HookTest):
         # The async shape: batch N+1 is launched inside step N's range.
         self.assertGreater(self.range_misses(steps, launches), 0)
 
+    def test_vllm_deferred_structured_sampling(self):
+        """A structured-output batch is executed when scheduled but sampled
+        after the previous batch's update: its sample_tokens launches come
+        after that step ended, and still count for its own step."""
+        gpu = fake_gpu.GPU()
+        engines = []
+        truth = drive.vllm_scenario(gpu=gpu, structured=True, hold=engines.append)
+        self.assertGreater(engines[0].deferred_samples, 0, "some batches were sampled late")
+        steps, launches = self.check(truth, gpu)
+        late = [lc for lc in launches
+                if any(s["end_ns"] < lc["time"] and s["batch"] < lc["batch"] for s in steps
+                       if s["batch"] == lc["batch"] - 1)]
+        self.assertTrue(late, "launches after the previous batch's update")
+
     def test_vllm_sync_scheduling(self):
         gpu = fake_gpu.GPU()
         truth = drive.vllm_scenario(sync=True, gpu=gpu)

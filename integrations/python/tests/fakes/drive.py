@@ -35,11 +35,14 @@ import sys
 
 
 def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=0, hold=None, gpu=None,
-                  tp=1, prep_ms=0.0):
+                  tp=1, prep_ms=0.0, structured=False):
     """Runs the vLLM scenario; returns the truth per batch. hold, if set, is
     called with the engine after it is built. With tp > 1 the engine runs
     the multiprocess executor: tp worker processes, each with its own fake
-    GPU, that spend prep_ms of CPU on each batch before they launch it."""
+    GPU, that spend prep_ms of CPU on each batch before they launch it.
+    With structured, two requests use structured output, so under async
+    scheduling their batches are sampled after the previous batch's update
+    (the deferred branch of step_with_batch_queue)."""
     from vllm.v1.core.sched.scheduler import AsyncScheduler, Scheduler
     from vllm.v1.engine import core
 
@@ -59,10 +62,10 @@ def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=
     events = {
         0: [("add", "cmpl-0", 12, t + 2, {}), ("add", "cmpl-1", 30, 3 * t, {}),
             ("add", "cmpl-2", 8, 2 * t, {"accept": [1, 3, 2]} if sync else {})],
-        2: [("add", "cmpl-3", 10, 2 * t, {})],
+        2: [("add", "cmpl-3", 10, 2 * t, {"structured": True} if structured else {})],
         3: [("add", "cmpl-4", 9, t, {"remote_kv_wait": 2})],
         5: [("abort", "cmpl-1")],
-        7: [("add", "cmpl-5", 20, 2 * t, {})],
+        7: [("add", "cmpl-5", 20, 2 * t, {"structured": True} if structured else {})],
     }
     late = ("add", "cmpl-6", 6, t, {"remote_kv_wait": 4})  # alone: empty schedules first
     i = 0
@@ -155,6 +158,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
     p.add_argument("--sync", action="store_true", help="vLLM: no batch queue (async scheduling off)")
+    p.add_argument("--structured", action="store_true",
+                   help="vLLM: two requests use structured output (deferred sampling)")
     p.add_argument("--normal", action="store_true", help="SGLang: event_loop_normal, not overlap")
     p.add_argument("--tokens", type=int, default=6, help="scales the requests' max tokens")
     p.add_argument("--kv-tokens", type=int, default=0, help="KV cache capacity in tokens")
@@ -192,7 +197,7 @@ def main():
 
     if args.engine == "vllm":
         steps = vllm_scenario(args.sync, args.tokens, args.kv_tokens, args.step_ms, args.engine_index,
-                              hold=ready, gpu=gpu, tp=args.tp, prep_ms=args.prep_ms)
+                              hold=ready, gpu=gpu, tp=args.tp, prep_ms=args.prep_ms, structured=args.structured)
     else:
         if args.wait:
             ready(type("Engine", (), {"model_executor": None})())

@@ -182,6 +182,11 @@ class Scheduler:
         self._update_after_schedule(so)
         return so
 
+    def get_grammar_bitmask(self, so):
+        """The grammar bitmask of so's structured-output requests: CPU work
+        (StructuredOutputManager.grammar_bitmask); none here."""
+        return None
+
     def _update_after_schedule(self, so):
         for rid, n in so.num_scheduled_tokens.items():
             req = self.requests[rid]
@@ -286,6 +291,10 @@ class AsyncScheduler(Scheduler):
             req = self.requests[rid]
             if req.is_prefill_chunk:
                 continue
+            # The grammar needs the token still in flight: sampling waits
+            # for the previous batch's update (core.py's deferred branch).
+            so.pending_structured_output_tokens |= (
+                req.use_structured_output and req.num_output_placeholders > 0)
             req.num_output_placeholders += 1 + len(so.scheduled_spec_decode_tokens.get(rid, ()))
 
     def _update_request_with_output(self, req, new_token_ids):
