@@ -159,6 +159,7 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 		if v, found := span.Attributes().Get(names.AttrThreadID); found {
 			info.ThreadID = uint32(v.Int())
 		}
+		info.ReadLaunchWindows(span.Attributes())
 		// Registered under the join's lock, so a tick never finalizes a
 		// step whose span is not held yet.
 		g.mu.Lock()
