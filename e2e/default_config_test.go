@@ -27,7 +27,7 @@ import (
 
 // defaultEnv moves every address of config/default.yaml to a free loopback
 // port and its files to a temporary folder, so tests run side by side.
-func defaultEnv(t *testing.T, ports *e2etest.Ports, dataDir string) []string {
+func defaultEnv(t testing.TB, ports *e2etest.Ports, dataDir string) []string {
 	t.Helper()
 	// The sockets live in dataDir, and the receivers refuse a socket folder
 	// that is not owner-only (t.TempDir makes it 0755).
