@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,29 @@ service:
 	assert.InDelta(t, engine[0].prefill+engine[1].prefill, a["inferprof.agent.time_in_prefill"], 1e-6)
 	assert.InDelta(t, engine[0].decode+engine[1].decode, a["inferprof.agent.time_in_decode"], 1e-6)
 	assert.EqualValues(t, 1, a["inferprof.agent.turn"])
+
+	// Each model call carries the queue, prefill and decode of the request
+	// that served it, and the rest of the call (network, frontend) as other.
+	var chats []goldenSpan
+	for _, s := range flattenSpans(sink.Traces.AllTraces()...) {
+		if s.Name == "chat Qwen/Qwen3-8B" {
+			chats = append(chats, s)
+		}
+	}
+	require.Len(t, chats, len(calls))
+	slices.SortFunc(chats, func(x, y goldenSpan) int {
+		tx, _ := time.Parse(time.RFC3339Nano, x.Start)
+		ty, _ := time.Parse(time.RFC3339Nano, y.Start)
+		return tx.Compare(ty)
+	})
+	for i, cs := range chats {
+		e := engine[i]
+		ca := cs.Attributes
+		assert.InDelta(t, e.queue, ca["inferprof.call.time_in_queue"], 1e-6, "call %d", i)
+		assert.InDelta(t, e.prefill, ca["inferprof.call.time_in_prefill"], 1e-6, "call %d", i)
+		assert.InDelta(t, e.decode, ca["inferprof.call.time_in_decode"], 1e-6, "call %d", i)
+		assert.InDelta(t, calls[i].to-calls[i].from-e.queue-e.prefill-e.decode, ca["inferprof.call.time_in_other"], 1e-6, "call %d", i)
+	}
 
 	// Cost, token share: the first request alone in the window pays its own
 	// wall time; the second shares the time since the first began by tokens.

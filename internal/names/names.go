@@ -216,12 +216,20 @@ const (
 	AttrAgentToolCalls     = "inferprof.agent.tool_calls"
 	AttrAgentToolErrors    = "inferprof.agent.tool_errors"
 	AttrAgentEngineCalls   = "inferprof.agent.engine_calls" // model calls joined to an engine request span
-	AttrAgentBottleneck    = "inferprof.agent.bottleneck"   // name of the longest model or tool call
+	AttrAgentBottleneck    = "inferprof.agent.bottleneck"   // name of the run's longest direct child: model call, tool call or nested run
 	AttrAgentTurn          = "inferprof.agent.turn"         // int, per gen_ai.conversation.id
 	AttrAgentSincePrevTurn = "inferprof.agent.time_since_previous_turn"
 	AttrAgentCost          = "inferprof.agent.cost"
 	AttrAgentCostCurrency  = "inferprof.agent.cost.currency"
 	AttrAgentPartial       = "inferprof.agent.partial" // why figures may be incomplete: timeout, evicted, shutdown, truncated
+
+	// On a model call joined to the engine request spans that served it:
+	// the engine's phases for that call (overlaps once, the engine's clock),
+	// and the rest of the call (network, HTTP, the engine's frontend).
+	AttrCallTimeInQueue   = "inferprof.call.time_in_queue"
+	AttrCallTimeInPrefill = "inferprof.call.time_in_prefill"
+	AttrCallTimeInDecode  = "inferprof.call.time_in_decode"
+	AttrCallTimeInOther   = "inferprof.call.time_in_other"
 
 	AttrAgentName      = "gen_ai.agent.name"
 	AttrConversationID = "gen_ai.conversation.id"

@@ -114,6 +114,9 @@ func (p *inferenceProcessor) engineSpan(b *batchState, span ptrace.Span, ri *res
 	n := agent.NewNode(span, agent.Engine)
 	n.Model = r.Model
 	n.Queue, n.Prefill, n.Decode = interval(r.Phases.Queue), interval(r.Phases.Prefill), interval(r.Phases.Decode)
+	// A phase the engine reported as 0 s has no interval but is known.
+	attrs := span.Attributes()
+	n.HasQueue, n.HasPrefill, n.HasDec = has(attrs, names.AttrTimeInQueue), has(attrs, names.AttrTimeInPrefill), has(attrs, names.AttrTimeInDecode)
 	n.Cost, n.HasCost = c, priced
 	ctx, held, out := p.agents.Engine(span.TraceID(), n, take, p.now())
 	b.out = append(b.out, out...)
@@ -168,6 +171,11 @@ func (ri *resourceInfo) readCostResource(res pcommon.Resource) {
 	if v, ok := attrs.Get(names.ResourceGPUCount); ok && v.Type() == pcommon.ValueTypeInt && v.Int() > 0 {
 		ri.gpuCount = int(v.Int())
 	}
+}
+
+func has(attrs pcommon.Map, key string) bool {
+	_, ok := attrs.Get(key)
+	return ok
 }
 
 func interval(ph request.Phase) agent.Interval {

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 )
 
@@ -35,11 +37,13 @@ func agentGoldenConfig() *Config {
 // agentCases: each instrumentation's conversation. Turn 1's exports (the
 // agent's two and, where the calls reached vLLM, the engine's) arrive in
 // every order; the turn is released after the wait, then turn 2 arrives.
-var agentCases = []struct {
+type agentCase struct {
 	name, golden string
 	turn1        []string
-	turn2        string
-}{
+	turn2        string // "": one turn
+}
+
+var agentCases = []agentCase{
 	{"openai agents (contrib openai-agents-v2)", "agents_openai",
 		[]string{"agents_openai_turn1_a", "agents_openai_turn1_b", "agents_openai_turn1_vllm"}, "agents_openai_turn2"},
 	{"openinference openai agents", "agents_openinference",
@@ -64,7 +68,8 @@ func permutations(s []string) [][]string {
 	return out
 }
 
-// runConversation feeds a case through a processor and returns its output.
+// runConversation feeds a case through a processor and returns its output;
+// turn2 "" is a case of one turn.
 func runConversation(t *testing.T, order []string, turn2 string) []goldenSpan {
 	t.Helper()
 	cfg := agentGoldenConfig()
@@ -74,10 +79,12 @@ func runConversation(t *testing.T, order []string, turn2 string) []goldenSpan {
 	}
 	h.now = h.now.Add(cfg.Agents.Wait)
 	h.p.expire(t.Context(), h.now)
-	h.now = h.now.Add(20e9) // the user reads the answer and writes again
-	h.consume(t, readBatch(t, turn2))
-	h.now = h.now.Add(cfg.Agents.Wait)
-	h.p.expire(t.Context(), h.now)
+	if turn2 != "" {
+		h.now = h.now.Add(20e9) // the user reads the answer and writes again
+		h.consume(t, readBatch(t, turn2))
+		h.now = h.now.Add(cfg.Agents.Wait)
+		h.p.expire(t.Context(), h.now)
+	}
 	return h.finish(t)
 }
 
@@ -93,5 +100,40 @@ func TestGoldenAgents(t *testing.T) {
 				checkGolden(t, tc.golden, got)
 			})
 		}
+	}
+}
+
+// langchainBatches: the plain LangChain agent's two exports (one trace).
+var langchainBatches = []string{"agents_langchain_a", "agents_langchain_b"}
+
+// TestGoldenLangChainAgent: OpenLLMetry's plain LangChain agent
+// (AgentExecutor), its two exports in both orders, checked against one
+// golden file and, by hand, against the layout.
+func TestGoldenLangChainAgent(t *testing.T) {
+	for i, order := range permutations(langchainBatches) {
+		t.Run(fmt.Sprintf("order %d", i), func(t *testing.T) {
+			got := runConversation(t, order, "")
+			if i > 0 && *update {
+				*update = false
+				defer func() { *update = true }()
+			}
+			checkGolden(t, "agents_langchain", got)
+
+			t1 := turn1
+			run := spanNamed(t, got, "AgentExecutor.workflow", t1.agent.id).Attributes
+			model := dur(t1.call1) + dur(t1.call2)
+			tools := t1.tokyo.end - t1.paris.start // the three overlap
+			assert.InDelta(t, model, run[names.AttrAgentTimeInModel], 1e-6)
+			assert.InDelta(t, tools, run[names.AttrAgentTimeInTools], 1e-6)
+			assert.InDelta(t, dur(t1.agent)-model-tools, run[names.AttrAgentTimeInOther], 1e-6)
+			assert.EqualValues(t, 2, run[names.AttrAgentModelCalls], "one chat call per plan step, inside its RunnableSequence")
+			assert.EqualValues(t, 3, run[names.AttrAgentToolCalls])
+			assert.NotContains(t, run, names.AttrAgentToolErrors, "a handled ToolException ends as a success in OpenLLMetry's span")
+			assert.Equal(t, "ChatOpenAI.chat", run[names.AttrAgentBottleneck], "the second call (3.2 s) outlasts tokyo (3.0 s); the RunnableSequence around it is looked through")
+			assert.NotContains(t, run, names.AttrAgentTurn, "no thread_id: no conversation")
+			// gpt-4o: 2.5 in, 1.25 cached, 10 out per 1M tokens.
+			cost := (812*2.5 + 64*10 + (1210-768)*2.5 + 768*1.25 + 142*10) / 1e6
+			assert.InDelta(t, cost, run[names.AttrAgentCost], 1e-12)
+		})
 	}
 }

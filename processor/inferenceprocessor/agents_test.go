@@ -5,6 +5,7 @@ package inferenceprocessor
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,7 +100,62 @@ func TestAgentFiguresByHand(t *testing.T) {
 			if tc.golden == "agents_openai" {
 				assert.NotContains(t, run2.Attributes, names.AttrAgentTurn, "the contrib processor exports no conversation id")
 			}
+			if tc.golden == "agents_openai" || tc.golden == "agents_openinference" {
+				// The SDK's workflow root is a run whose one child is the agent's run.
+				wf := spanNamed(t, got, "Agent workflow", t1.root.id)
+				assert.Equal(t, run1.Name, wf.Attributes[names.AttrAgentBottleneck], "a run's bottleneck is its child, not a call inside it")
+			}
 		})
+	}
+}
+
+// spanByID finds an output span by id.
+func spanByID(t *testing.T, got []goldenSpan, id string) goldenSpan {
+	t.Helper()
+	for _, s := range got {
+		if s.SpanID == id {
+			return s
+		}
+	}
+	require.Failf(t, "span not found", "%s", id)
+	return goldenSpan{}
+}
+
+// TestCallSplitByHand: each model call that reached vLLM gets that request's
+// queue, prefill and decode, and the rest of the call as other, whatever the
+// order of the agent's and the engine's batches, held engine spans or not.
+func TestCallSplitByHand(t *testing.T) {
+	for _, tc := range agentCases {
+		if tc.turn1[len(tc.turn1)-1] != tc.golden+"_turn1_vllm" {
+			continue
+		}
+		for _, engineWait := range []time.Duration{0, 5 * time.Second} {
+			for i, order := range permutations(tc.turn1) {
+				t.Run(fmt.Sprintf("%s/engine_wait %v/order %d", tc.name, engineWait, i), func(t *testing.T) {
+					cfg := agentGoldenConfig()
+					cfg.Agents.EngineWait = engineWait
+					h := newHarness(t, cfg, processortest.NewNopSettings(metadata.Type))
+					for _, b := range order {
+						h.consume(t, readBatch(t, b))
+					}
+					h.now = h.now.Add(cfg.Agents.Wait)
+					h.p.expire(t.Context(), h.now)
+					got := flatten(h.sink.AllTraces()...)
+					for k, step := range []agentStep{turn1.call1, turn1.call2} {
+						e := turn1Engine[k]
+						a := spanByID(t, got, step.id).Attributes
+						assert.InDelta(t, e.queue, a[names.AttrCallTimeInQueue], 1e-6)
+						assert.InDelta(t, e.prefill, a[names.AttrCallTimeInPrefill], 1e-6)
+						assert.InDelta(t, e.decode, a[names.AttrCallTimeInDecode], 1e-6)
+						assert.InDelta(t, max(0, dur(step)-e.queue-e.prefill-e.decode), a[names.AttrCallTimeInOther], 1e-6)
+					}
+					for _, step := range []agentStep{turn1.paris, turn1.agent} {
+						assert.NotContains(t, spanByID(t, got, step.id).Attributes, names.AttrCallTimeInQueue, "only model calls")
+					}
+					require.NoError(t, h.tp.Shutdown(t.Context()))
+				})
+			}
+		}
 	}
 }
 
@@ -120,10 +176,16 @@ func TestAgentTurns(t *testing.T) {
 // them; none leaves the processor.
 func TestAgentsContentRemoved(t *testing.T) {
 	m := redact.NewMatcher(redact.DefaultAttributes)
-	for _, tc := range agentCases {
+	cases := append(append([]agentCase(nil), agentCases...),
+		agentCase{"openllmetry langchain", "agents_langchain", langchainBatches, ""})
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			batches := append([]string(nil), tc.turn1...)
+			if tc.turn2 != "" {
+				batches = append(batches, tc.turn2)
+			}
 			in := 0
-			for _, b := range append(append([]string(nil), tc.turn1...), tc.turn2) {
+			for _, b := range batches {
 				for _, s := range flatten(readBatch(t, b)) {
 					for k := range s.Attributes {
 						if m.Match(k) {

@@ -48,9 +48,13 @@ import (
 
 const tlTraceA, tlTraceB = "7a3c1d2e4f5061728394a5b6c7d8e9a1", "7a3c1d2e4f5061728394a5b6c7d8e9b2"
 
-func tlBatch() *batch {
+func tlBatch() *batch { return olBatch("travel-graph") }
+
+// olBatch is an export of a Python process OpenLLMetry's LangChain
+// instrumentation traces.
+func olBatch(service string) *batch {
 	b := newBatch("opentelemetry.instrumentation.langchain",
-		"service.name", "travel-graph", "telemetry.sdk.language", "python",
+		"service.name", service, "telemetry.sdk.language", "python",
 		"telemetry.sdk.name", "opentelemetry", "telemetry.sdk.version", "1.38.0")
 	b.td.ResourceSpans().At(0).ScopeSpans().At(0).Scope().SetVersion("0.62.1")
 	return b
@@ -86,24 +90,34 @@ func tlGraph(b *batch, trace string, st agentStep, name string) {
 // tlChain is on_chain_start + on_chain_end for a chain run: the workflow
 // (no parent run) or a task.
 func tlChain(b *batch, trace string, st agentStep, name, workflow, path, node, runID, parentRun string) {
+	props := []any{"traceloop.association.properties.thread_id", tlThread}
+	if node != "" {
+		props = append(props, "traceloop.association.properties.langgraph_node", node)
+	}
+	olChain(b, trace, st, name, workflow, path, "langgraph", props, runID, parentRun,
+		`{"inputs": {"messages": ["(the conversation)"]}, "tags": [], "metadata": {}, "kwargs": {}}`,
+		`{"outputs": {"messages": ["(the reply)"]}, "kwargs": {}}`)
+}
+
+// olChain is OpenLLMetry's chain span (callback_handler.py on_chain_start,
+// _create_task_span, _create_span, on_chain_end): the workflow when the run
+// has no parent run it knows, else a task. props are the run's metadata as
+// _create_span writes it (traceloop.association.properties.*); provider is
+// langgraph inside a graph, else langchain.
+func olChain(b *batch, trace string, st agentStep, name, workflow, path, provider string, props []any, runID, parentRun, input, output string) {
 	workflowKind := parentRun == ""
 	spanName := "execute_task " + name
 	if workflowKind {
 		spanName = name + ".workflow"
 	}
 	s := b.at(trace, st, spanName, ptrace.SpanKindInternal)
-	put(s.Attributes(), "traceloop.workflow.name", workflow, "traceloop.entity.path", path,
-		"traceloop.association.properties.thread_id", tlThread)
-	if node != "" {
-		put(s.Attributes(), "traceloop.association.properties.langgraph_node", node)
-	}
-	input := `{"inputs": {"messages": ["(the conversation)"]}, "tags": [], "metadata": {}, "kwargs": {}}`
-	output := `{"outputs": {"messages": ["(the reply)"]}, "kwargs": {}}`
+	put(s.Attributes(), "traceloop.workflow.name", workflow, "traceloop.entity.path", path)
+	put(s.Attributes(), props...)
 	if workflowKind {
 		put(s.Attributes(),
 			"traceloop.span.kind", "workflow",
 			"traceloop.entity.name", name,
-			"gen_ai.provider.name", "langgraph",
+			"gen_ai.provider.name", provider,
 			"gen_ai.operation.name", "invoke_agent",
 			"gen_ai.agent.name", name,
 			"gen_ai.agent.id", runID)
@@ -111,7 +125,7 @@ func tlChain(b *batch, trace string, st agentStep, name, workflow, path, node, r
 		put(s.Attributes(),
 			"traceloop.span.kind", "task",
 			"traceloop.entity.name", name,
-			"gen_ai.provider.name", "langgraph",
+			"gen_ai.provider.name", provider,
 			"gen_ai.operation.name", "execute_task",
 			"gen_ai.task.name", name,
 			"gen_ai.task.id", runID,
@@ -126,43 +140,77 @@ func tlChain(b *batch, trace string, st agentStep, name, workflow, path, node, r
 }
 
 func tlLLM(b *batch, trace string, st agentStep, path, respID string, in, out, cached int) {
+	olLLM(b, trace, st, olCall{
+		workflow: "LangGraph", path: path,
+		props: []any{
+			"traceloop.association.properties.thread_id", tlThread,
+			"traceloop.association.properties.langgraph_node", "agent",
+		},
+		respModel: "gpt-4o-2024-08-06", respID: respID, finish: "stop",
+		in: in, out: out, cached: cached, cacheKnown: cached > 0,
+	})
+}
+
+// olCall is what one chat span says.
+type olCall struct {
+	workflow, path string
+	props          []any // the run's metadata, traceloop.association.properties.*
+	// respModel is the request's model until on_llm_end finds another in
+	// llm_output (absent when streamed); respID is set from llm_output only.
+	respModel, respID, finish string
+	in, out, cached           int
+	cacheKnown                bool // usage_metadata had input_token_details.cache_read
+}
+
+// olLLM is OpenLLMetry's chat span (on_chat_model_start, _create_llm_span,
+// span_utils.py set_request_params / set_chat_request, on_llm_end,
+// set_chat_response_usage, set_chat_response).
+func olLLM(b *batch, trace string, st agentStep, c olCall) {
 	s := b.at(trace, st, "ChatOpenAI.chat", ptrace.SpanKindClient)
+	put(s.Attributes(), "traceloop.workflow.name", c.workflow, "traceloop.entity.path", c.path)
+	put(s.Attributes(), c.props...)
 	put(s.Attributes(),
-		"traceloop.workflow.name", "LangGraph",
-		"traceloop.entity.path", path,
-		"traceloop.association.properties.thread_id", tlThread,
-		"traceloop.association.properties.langgraph_node", "agent",
 		"gen_ai.provider.name", "openai",
 		"gen_ai.operation.name", "chat",
 		"gen_ai.request.model", "gpt-4o",
-		"gen_ai.response.model", "gpt-4o-2024-08-06",
+		"gen_ai.response.model", c.respModel,
 		"gen_ai.request.temperature", 0.0,
 		"gen_ai.tool.definitions", `[{"name": "get_weather", "description": "Weather of a city"}]`,
 		"gen_ai.system_instructions", `[{"type": "text", "content": "You are a travel assistant."}]`,
-		"gen_ai.input.messages", `[{"role": "user", "parts": [{"type": "text", "content": "What's the weather in Paris and Tokyo?"}]}]`,
-		"gen_ai.response.id", respID,
-		"gen_ai.usage.input_tokens", in,
-		"gen_ai.usage.output_tokens", out,
-		"gen_ai.usage.total_tokens", in+out)
-	if cached > 0 {
-		put(s.Attributes(), "gen_ai.usage.cache_read.input_tokens", cached)
+		"gen_ai.input.messages", `[{"role": "user", "parts": [{"type": "text", "content": "What's the weather in Paris and Tokyo?"}]}]`)
+	if c.respID != "" {
+		put(s.Attributes(), "gen_ai.response.id", c.respID)
 	}
-	put(s.Attributes(), "gen_ai.output.messages", `[{"role": "assistant", "parts": [{"type": "text", "content": "(the reply)"}], "finish_reason": "stop"}]`)
+	put(s.Attributes(),
+		"gen_ai.usage.input_tokens", c.in,
+		"gen_ai.usage.output_tokens", c.out,
+		"gen_ai.usage.total_tokens", c.in+c.out)
+	if c.cacheKnown {
+		put(s.Attributes(), "gen_ai.usage.cache_read.input_tokens", c.cached)
+	}
+	put(s.Attributes(), "gen_ai.output.messages", `[{"role": "assistant", "parts": [{"type": "text", "content": "(the reply)"}], "finish_reason": "`+c.finish+`"}]`)
 	fr := s.Attributes().PutEmptySlice("gen_ai.response.finish_reasons")
-	fr.AppendEmpty().SetStr("stop")
+	fr.AppendEmpty().SetStr(c.finish)
 }
 
 func tlTool(b *batch, trace string, st agentStep, name, path, args, result string, err string) {
-	s := b.at(trace, st, "execute_tool "+name, ptrace.SpanKindInternal)
-	in := `{"input_str": "` + args + `", "tags": [], "metadata": {}, "inputs": null, "kwargs": {}}`
-	put(s.Attributes(),
-		"traceloop.workflow.name", "LangGraph",
-		"traceloop.entity.path", path,
+	olTool(b, trace, st, name, "LangGraph", path, "langgraph", []any{
 		"traceloop.association.properties.thread_id", tlThread,
 		"traceloop.association.properties.langgraph_node", "tools",
+	}, args, result, err)
+}
+
+// olTool is OpenLLMetry's tool span (on_tool_start, on_tool_end, and
+// on_tool_error through _handle_error).
+func olTool(b *batch, trace string, st agentStep, name, workflow, path, provider string, props []any, args, result, err string) {
+	s := b.at(trace, st, "execute_tool "+name, ptrace.SpanKindInternal)
+	in := `{"input_str": "` + args + `", "tags": [], "metadata": {}, "inputs": null, "kwargs": {}}`
+	put(s.Attributes(), "traceloop.workflow.name", workflow, "traceloop.entity.path", path)
+	put(s.Attributes(), props...)
+	put(s.Attributes(),
 		"traceloop.span.kind", "tool",
 		"traceloop.entity.name", name,
-		"gen_ai.provider.name", "langgraph",
+		"gen_ai.provider.name", provider,
 		"gen_ai.operation.name", "execute_tool",
 		"gen_ai.tool.name", name,
 		"gen_ai.tool.type", "function",

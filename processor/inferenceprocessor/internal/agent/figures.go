@@ -76,12 +76,53 @@ func (a *Assembler) finishCall(tr *traceState, n *Node, engines []*Node, attrs p
 		ctx.User = "" // the span names its user already (user.id, ...)
 	}
 	WriteContext(attrs, ctx)
-	if len(engines) > 0 || a.set.Pricer == nil || n.HasCost {
+	if len(engines) > 0 {
+		callSplit(n, engines).write(attrs)
+		return // the engine span carries the cost
+	}
+	if a.set.Pricer == nil || n.HasCost {
 		return
 	}
 	if c, ok := a.set.Pricer.Model(n.Model, n.Tokens); ok {
 		n.Cost, n.HasCost = c, true
 		WriteCost(attrs, c)
+	}
+}
+
+// split is a model call's time as the engine requests that served it spent
+// it: each phase's intervals merged (a retried call has two requests), on
+// the engine's clock; other is the rest of the call, on the caller's. A
+// phase no engine reported (TensorRT-LLM has no prefill/decode split) is
+// left out, and other with it.
+type split struct {
+	queue, prefill, decode []Interval
+	has                    [3]bool
+	callNs                 int64
+}
+
+func callSplit(n *Node, engines []*Node) split {
+	s := split{callNs: n.duration()}
+	for _, e := range engines {
+		s.queue, s.prefill, s.decode = appendOK(s.queue, e.Queue), appendOK(s.prefill, e.Prefill), appendOK(s.decode, e.Decode)
+		s.has[0], s.has[1], s.has[2] = s.has[0] || e.HasQueue, s.has[1] || e.HasPrefill, s.has[2] || e.HasDec
+	}
+	return s
+}
+
+func (s split) write(attrs pcommon.Map) {
+	rest := s.callNs // in ns, so other is not rounding noise when the phases fill the call
+	for i, ph := range [...]struct {
+		key string
+		in  []Interval
+	}{{names.AttrCallTimeInQueue, s.queue}, {names.AttrCallTimeInPrefill, s.prefill}, {names.AttrCallTimeInDecode, s.decode}} {
+		if s.has[i] {
+			ns := lengthNs(union(ph.in))
+			attrs.PutDouble(ph.key, float64(ns)/1e9)
+			rest -= ns
+		}
+	}
+	if s.has == [3]bool{true, true, true} {
+		attrs.PutDouble(names.AttrCallTimeInOther, float64(max(0, rest))/1e9)
 	}
 }
 
@@ -239,25 +280,41 @@ type runFigures struct {
 }
 
 // run walks the run's subtree: model calls, tool calls (nested agents count
-// by their own calls), and the engine requests its calls reached.
+// by their own calls), and the engine requests its calls reached. The
+// bottleneck is among the run's children: its model calls, tool calls and
+// nested runs, seen through the spans that only group them (chains, graph
+// nodes, the agent's own spans), not those calls' or runs' insides.
 func (a *Assembler) run(tr *traceState, r *Node, kids map[pcommon.SpanID][]*Node, calls map[*Node][]*Node) runFigures {
 	var f runFigures
 	var model, tool, queue, prefill, decode []Interval
+	type visit struct {
+		n     *Node
+		child bool // reached from the run through grouping spans only
+	}
 	seen := map[*Node]bool{r: true}
-	stack := append([]*Node(nil), kids[r.ID]...)
+	var stack []visit
+	push := func(n *Node, child bool) {
+		for _, k := range kids[n.ID] {
+			stack = append(stack, visit{k, child})
+		}
+	}
+	push(r, true)
 	for len(stack) > 0 {
-		n := stack[len(stack)-1]
+		v := stack[len(stack)-1]
+		n := v.n
 		stack = stack[:len(stack)-1]
 		if seen[n] {
 			a.stats.Cycles++
 			continue
 		}
 		seen[n] = true
+		if v.child && (n.Role == Model || n.Role == Tool || n.Role == Agent) {
+			f.step(n)
+		}
 		switch n.Role {
 		case Model:
 			f.modelCalls++
 			model = append(model, clip(n, r))
-			f.step(n)
 			engines := calls[n]
 			for _, e := range engines {
 				f.engineCalls++
@@ -275,9 +332,8 @@ func (a *Assembler) run(tr *traceState, r *Node, kids map[pcommon.SpanID][]*Node
 				f.toolErrors++
 			}
 			tool = append(tool, clip(n, r))
-			f.step(n)
 		}
-		stack = append(stack, kids[n.ID]...)
+		push(n, v.child && (n.Role == Step || n.Role == Plain))
 	}
 	mu := union(model)
 	tu := union(tool)
@@ -289,7 +345,7 @@ func (a *Assembler) run(tr *traceState, r *Node, kids map[pcommon.SpanID][]*Node
 	return f
 }
 
-// step keeps the longest model or tool call (the earliest of equals).
+// step keeps the longest child (the earliest of equals).
 func (f *runFigures) step(n *Node) {
 	d := n.duration()
 	if f.bottleneck == "" || d > f.bottleneckNs || d == f.bottleneckNs && n.Start < f.bottStart {
@@ -392,10 +448,12 @@ func intersect(x, y []Interval) []Interval {
 	return out
 }
 
-func length(s []Interval) float64 {
+func length(s []Interval) float64 { return float64(lengthNs(s)) / 1e9 }
+
+func lengthNs(s []Interval) int64 {
 	var ns int64
 	for _, i := range s {
 		ns += i.End - i.Start
 	}
-	return float64(ns) / 1e9
+	return ns
 }

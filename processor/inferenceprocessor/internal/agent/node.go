@@ -68,8 +68,10 @@ type Node struct {
 	Provider     string
 	Tokens       cost.Tokens
 
-	// Engine request spans: the phases on the engine's clock.
-	Queue, Prefill, Decode Interval
+	// Engine request spans: the phases on the engine's clock, and which the
+	// engine reported (a phase may last 0 s).
+	Queue, Prefill, Decode       Interval
+	HasQueue, HasPrefill, HasDec bool
 	// Cost of the request: an engine span's GPU cost, a model call's price.
 	Cost    cost.Cost
 	HasCost bool
