@@ -53,12 +53,12 @@ type fixtureStep struct {
 	ids             []string
 }
 
-// fixtureKernel follows receiver/cuptireceiver/internal/aggregate/aggregate.go
+// fixtureKernel follows receiver/cuptireceiver/internal/aggregate/spans.go
 // (FlushSpans): name = shortened kernel name, attributes gpu.kernel.name,
 // gpu.kernel.category, hw.id, inferprof.gpu.stream,
 // inferprof.cuda.correlation_id; resource host.name, process.pid,
-// inferprof.activity.source. The span link to the launching step is what
-// issue 13's correlation will add; step < 0 leaves it out.
+// inferprof.activity.source; the span link to the launching step, as
+// aggregate/spans.go FlushSpans adds it; step < 0 leaves it out.
 type fixtureKernel struct {
 	name, category string
 	device         string
