@@ -107,13 +107,7 @@ func chartPoints(t *testing.T, ctx context.Context, sel string) []chartPoint {
 func itlGaps(t *testing.T, addr string, engine driveOutput, tr traffic) []float64 {
 	t.Helper()
 	var doc struct {
-		TraceEvents []struct {
-			Ph   string         `json:"ph"`
-			Cat  string         `json:"cat"`
-			Ts   float64        `json:"ts"`
-			Dur  float64        `json:"dur"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
+		TraceEvents []timelineEvent `json:"traceEvents"`
 	}
 	require.True(t, getJSON(t, "http://"+addr+"/timeline?last=10m", &doc))
 	type step struct{ index, end float64 }
