@@ -27,7 +27,7 @@ import (
 
 // defaultEnv moves every address of config/default.yaml to a free loopback
 // port and its files to a temporary folder, so tests run side by side.
-func defaultEnv(t *testing.T, ports *e2etest.Ports, dataDir string) []string {
+func defaultEnv(t testing.TB, ports *e2etest.Ports, dataDir string) []string {
 	t.Helper()
 	// The sockets live in dataDir, and the receivers refuse a socket folder
 	// that is not owner-only (t.TempDir makes it 0755).
@@ -189,7 +189,7 @@ service:
       exporters: [debug]
 `)
 	c := e2etest.Launch(t, e2etest.Options{Config: cfg})
-	code := c.Wait(30 * time.Second)
+	code := c.Wait(2 * time.Minute) // a loaded machine can be slow to start the binary
 	assert.NotEqual(t, 0, code)
 	assert.Contains(t, c.Output(), "no_such_key")
 	_, err := net.DialTimeout("tcp", ports.Addr("otlp"), time.Second)

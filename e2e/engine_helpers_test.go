@@ -206,7 +206,7 @@ func processorTestdata(parts ...string) string {
 	return filepath.Join(append([]string{e2etest.RepoRoot(), "processor", "inferenceprocessor", "testdata"}, parts...)...)
 }
 
-func spanFixture(t *testing.T, name string) ptrace.Traces {
+func spanFixture(t testing.TB, name string) ptrace.Traces {
 	t.Helper()
 	b, err := os.ReadFile(processorTestdata("spans", name+".json"))
 	require.NoError(t, err)

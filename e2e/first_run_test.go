@@ -109,7 +109,7 @@ func TestRestartAddsNoSeries(t *testing.T) {
 		require.Eventually(t, func() bool {
 			series = scrape(t, ports.Addr("prometheus"))
 			return countOf(series) == want
-		}, 30*time.Second, 100*time.Millisecond, msg)
+		}, 90*time.Second, 100*time.Millisecond, msg)
 		return series
 	}
 	send("4101", 2)

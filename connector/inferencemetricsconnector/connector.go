@@ -23,6 +23,7 @@ import (
 
 	"github.com/inferprof/inferprof/connector/inferencemetricsconnector/internal/aggregate"
 	"github.com/inferprof/inferprof/connector/inferencemetricsconnector/internal/metadata"
+	"github.com/inferprof/inferprof/internal/keyindex"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -275,6 +276,53 @@ const (
 	isRequest // the span has gen_ai.latency.e2e or time_to_first_token, valid or not
 )
 
+// The span attributes parseRequest reads, as indexes of requestKeys: one
+// table probe per attribute instead of a switch's string comparisons
+// (internal/keyindex).
+const (
+	keyTTFT = iota
+	keyE2E
+	keyQueue
+	keyPrefill
+	keyDecode
+	keyOther
+	keyTPOT
+	keyInTok
+	keyOutTok
+	keyOp
+	keyProvider
+	keyModel
+	keyErrType
+	keyCost
+	keyAgent
+	keyGaps
+	keyGPUCats
+	keyGPUTimes
+	keyCPUOverhead
+)
+
+var requestKeys = keyindex.New(map[string]int{
+	names.AttrTimeToFirstToken: keyTTFT,
+	names.AttrE2E:              keyE2E,
+	names.AttrTimeInQueue:      keyQueue,
+	names.AttrTimeInPrefill:    keyPrefill,
+	names.AttrTimeInDecode:     keyDecode,
+	names.AttrTimeInOther:      keyOther,
+	names.AttrTimePerOutputTok: keyTPOT,
+	names.AttrInputTokens:      keyInTok,
+	names.AttrOutputTokens:     keyOutTok,
+	names.AttrOperationName:    keyOp,
+	names.AttrProviderName:     keyProvider,
+	names.AttrRequestModel:     keyModel,
+	names.AttrErrorType:        keyErrType,
+	names.AttrRequestCost:      keyCost,
+	names.AttrAgentTimeInModel: keyAgent,
+	names.AttrITLGaps:          keyGaps,
+	names.AttrGPUCategories:    keyGPUCats,
+	names.AttrGPUCategoryTimes: keyGPUTimes,
+	names.AttrCPUOverhead:      keyCPUOverhead,
+})
+
 // request is a request span's canonical figures, read in one pass over its
 // attributes. Strings point into the span; nothing is copied.
 type request struct {
@@ -293,49 +341,49 @@ func (r *request) is(f uint16) bool { return r.has&f != 0 }
 // and reports whether span is a request span.
 func parseRequest(span ptrace.Span, r *request, n *counts) bool {
 	for k, v := range span.Attributes().All() {
-		switch k {
-		case names.AttrTimeToFirstToken:
+		switch requestKeys.Index(k) {
+		case keyTTFT:
 			r.has |= isRequest | seconds(v, &r.ttft, hasTTFT, n)
-		case names.AttrE2E:
+		case keyE2E:
 			r.has |= isRequest | seconds(v, &r.e2e, hasE2E, n)
-		case names.AttrTimeInQueue:
+		case keyQueue:
 			r.has |= seconds(v, &r.queue, hasQueue, n)
-		case names.AttrTimeInPrefill:
+		case keyPrefill:
 			r.has |= seconds(v, &r.prefill, hasPrefill, n)
-		case names.AttrTimeInDecode:
+		case keyDecode:
 			r.has |= seconds(v, &r.decode, hasDecode, n)
-		case names.AttrTimeInOther:
+		case keyOther:
 			r.has |= seconds(v, &r.other, hasOther, n)
-		case names.AttrTimePerOutputTok:
+		case keyTPOT:
 			r.has |= seconds(v, &r.tpot, hasTPOT, n)
-		case names.AttrInputTokens:
+		case keyInTok:
 			r.has |= count(v, &r.inTok, hasInTok, n)
-		case names.AttrOutputTokens:
+		case keyOutTok:
 			r.has |= count(v, &r.outTok, hasOutTok, n)
-		case names.AttrOperationName:
+		case keyOp:
 			r.op = str(v, n)
-		case names.AttrProviderName:
+		case keyProvider:
 			r.provider = str(v, n)
-		case names.AttrRequestModel:
+		case keyModel:
 			r.model = str(v, n)
-		case names.AttrErrorType:
+		case keyErrType:
 			r.errType = str(v, n)
-		case names.AttrRequestCost:
+		case keyCost:
 			r.has |= hasCost
-		case names.AttrAgentTimeInModel:
+		case keyAgent:
 			r.has |= hasAgent
-		case names.AttrITLGaps:
+		case keyGaps:
 			if v.Type() == pcommon.ValueTypeSlice {
 				r.gaps = v.Slice()
 				r.has |= hasGaps
 			} else {
 				n.bad++
 			}
-		case names.AttrGPUCategories:
+		case keyGPUCats:
 			r.gpuCats = slice(v, n)
-		case names.AttrGPUCategoryTimes:
+		case keyGPUTimes:
 			r.gpuTimes = slice(v, n)
-		case names.AttrCPUOverhead:
+		case keyCPUOverhead:
 			r.has |= seconds(v, &r.cpuOverhead, hasCPUOverhead, n)
 		}
 	}

@@ -652,3 +652,12 @@ func TestConcurrentConsumeAndFlush(t *testing.T) {
 	}
 	assert.Equal(t, int64(workers*batches*spans), total)
 }
+
+// TestRequestKeys: every key parseRequest reads has its own slot in the
+// table, without the map fallback.
+func TestRequestKeys(t *testing.T) {
+	require.True(t, requestKeys.Perfect())
+	require.Equal(t, keyE2E, requestKeys.Index(names.AttrE2E))
+	require.Equal(t, keyCPUOverhead, requestKeys.Index(names.AttrCPUOverhead))
+	require.Equal(t, -1, requestKeys.Index("gen_ai.request.top_p"))
+}

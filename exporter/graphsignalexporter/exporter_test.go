@@ -6,6 +6,7 @@ package graphsignalexporter
 import (
 	"context"
 	"encoding/json"
+	"go.uber.org/zap/zapcore"
 	"io"
 	"net/http"
 	"slices"
@@ -430,6 +431,15 @@ func TestFailureClasses(t *testing.T) {
 			assert.Equal(t, tc.permanent, consumererror.IsPermanent(err), "%v", err)
 			if tc.log != "" {
 				assert.Equal(t, 1, h.logs.FilterMessageSnippet(tc.log).Len())
+			}
+			// A failure that will be retried says so once, at warn: the
+			// user sees uploads failing without raising the log level.
+			retrying := h.logs.FilterMessageSnippet("Graphsignal upload failed; retrying")
+			if tc.permanent {
+				assert.Zero(t, retrying.Len())
+			} else if assert.Equal(t, 1, retrying.Len()) {
+				assert.Equal(t, zapcore.WarnLevel, retrying.All()[0].Level)
+				assert.Contains(t, retrying.All()[0].ContextMap()["error"], strconv.Itoa(tc.status))
 			}
 			for _, e := range h.logs.All() {
 				assert.NotContains(t, e.Message, "test-key")

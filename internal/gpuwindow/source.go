@@ -27,9 +27,12 @@ type source struct {
 	maxCorr   uint32
 	watermark int64 // every launch before it has arrived
 	pendL     []cuptiwire.Launch
+	heldLo    uint32 // lowest and highest correlation id among pendL (and
+	heldHi    uint32 // the held launches being placed again)
 	pendK     []pendingKernel
 	devs      [64]uint64 // device ordinal → latest kernel end seen; ordinals past 63 share the last
 	lastStep  uint64     // seq of the latest step it added kernels to
+	mp        *markProc  // the launch marks of its process, nil when it sends none
 	closed    bool
 	counts    Counts
 }
@@ -59,6 +62,7 @@ func (src *Source) Counts() Counts {
 type run struct {
 	lo, hi  uint32
 	st      *step
+	from    int64 // the step's first launch on this source, for idle_before
 	link    Link
 	hasLink bool
 }
@@ -87,6 +91,9 @@ func (w *Window) OpenSource(info SourceInfo, res Resolver) *Source {
 		return nil
 	}
 	s.slot = uint32(slot)
+	if mp := w.marks[procKey{host: info.Host, pid: info.PID}]; mp != nil && mp.serves(info) {
+		s.mp = mp
+	}
 	w.attachAnyLocked(s)
 	return &Source{w: w, s: s}
 }
@@ -158,20 +165,61 @@ func (w *Window) holdLaunchLocked(s *source, l cuptiwire.Launch) {
 		w.stats.LaunchesDropped++
 		s.counts.LaunchesDropped++
 	}
+	if s.heldHi == 0 {
+		s.heldLo, s.heldHi = l.Correlation, l.Correlation
+	} else {
+		s.heldLo, s.heldHi = min(s.heldLo, l.Correlation), max(s.heldHi, l.Correlation)
+	}
 	s.pendL = append(s.pendL, l)
 }
 
-// placeLocked gives launch l to the step whose window holds it, holds it
-// when that step may still come, and otherwise marks it outside.
+// placeLocked gives launch l to the step whose launch window holds it,
+// holds it when that step (or, for a worker that sends launch marks, its
+// mark) may still come, and otherwise marks it outside. The engine's own
+// process is matched by the steps' launch windows; a worker by its marks,
+// which name the batch; a worker without marks by the steps' time ranges.
 func (w *Window) placeLocked(s *source, l cuptiwire.Launch) {
 	e := s.eng
 	t := int64(l.Time)
-	st := e.find(t)
-	if st != nil && st.info.ThreadID != 0 && e.key.PID == s.info.PID && l.ThreadID != st.info.ThreadID {
-		st = nil // another thread of the engine's process
-	} else if st == nil && t > e.maxLE {
-		w.holdLaunchLocked(s, l)
-		return
+	var st *step
+	from := int64(0)
+	switch {
+	case s.info.PID == e.key.PID:
+		if st = e.findOwn(t, l.ThreadID); st == nil && t > e.maxLE {
+			w.holdLaunchLocked(s, l)
+			return
+		}
+		if st != nil {
+			from = st.start
+		}
+	case s.marked(e):
+		mw := s.mp.find(t, l.ThreadID)
+		switch {
+		case mw == nil && t > s.mp.maxEnd:
+			w.holdLaunchLocked(s, l) // its mark may still come
+			return
+		case mw != nil:
+			if st = e.bySeq[mw.seq]; st == nil && mw.seq > e.maxSeq {
+				w.holdLaunchLocked(s, l) // its step may still come
+				return
+			}
+			if st != nil {
+				from = s.mp.firstStart(mw.seq)
+				if mw.tokens != st.info.ScheduledTokens && !st.mismatch {
+					st.mismatch = true
+					w.stats.MarksMismatched++
+					s.mp.mismatched++
+				}
+			}
+		}
+	default:
+		if st = e.find(t); st == nil && t > e.maxRE {
+			w.holdLaunchLocked(s, l)
+			return
+		}
+		if st != nil {
+			from = st.info.LaunchStart
+		}
 	}
 	if st == nil {
 		w.stats.LaunchesOutside++
@@ -180,18 +228,42 @@ func (w *Window) placeLocked(s *source, l cuptiwire.Launch) {
 	} else {
 		st.nPlain++
 	}
-	s.addRun(l.Correlation, st)
+	s.addRun(l.Correlation, st, from)
 }
 
-func (s *source) addRun(corr uint32, st *step) {
+// marked reports whether s's launches are matched by its launch marks: its
+// process sends them and e's steps carry batch numbers.
+func (s *source) marked(e *engine) bool {
+	return s.mp != nil && s.mp.active && e.maxSeq > 0
+}
+
+// stepEnd is when st's launches on s end, and false while a worker's marks
+// may still add to them.
+func (s *source) stepEnd(st *step) (int64, bool) {
+	switch {
+	case s.info.PID == st.eng.key.PID:
+		return st.end, true
+	case s.marked(st.eng) && st.info.Batch != 0:
+		return s.mp.end(st.info.Batch), s.mp.done(st.info.Batch)
+	default:
+		return st.info.LaunchEnd, true
+	}
+}
+
+func (s *source) addRun(corr uint32, st *step, from int64) {
 	n := len(s.runs)
 	if n > 0 && corr > s.runs[n-1].hi {
-		if last := &s.runs[n-1]; last.st == st && (st == nil || !st.done) {
+		// A run may not grow over a launch that is still held: under async
+		// scheduling the next batch's launch waits for its step while this
+		// batch's later launches are placed.
+		last := &s.runs[n-1]
+		spansHeld := s.heldHi != 0 && last.hi < s.heldHi && s.heldLo < corr
+		if last.st == st && last.from == from && (st == nil || !st.done) && !spansHeld {
 			last.hi = corr
 			return
 		}
 	}
-	r := run{lo: corr, hi: corr, st: st}
+	r := run{lo: corr, hi: corr, st: st, from: from}
 	if st != nil {
 		r.link, r.hasLink = st.info.Link, true
 	}
@@ -250,8 +322,16 @@ func (w *Window) placePendingLocked(s *source) {
 	}
 	held := s.pendL
 	s.pendL = nil
+	// heldLo and heldHi still cover held while it is placed again.
 	for _, l := range held {
 		w.placeLocked(s, l)
+	}
+	s.heldLo, s.heldHi = 0, 0
+	for _, l := range s.pendL {
+		if s.heldHi == 0 {
+			s.heldLo, s.heldHi = l.Correlation, l.Correlation
+		}
+		s.heldLo, s.heldHi = min(s.heldLo, l.Correlation), max(s.heldHi, l.Correlation)
 	}
 	w.retryKernelsLocked(s, time.Time{})
 }
@@ -296,7 +376,7 @@ func (w *Window) kernelLocked(s *source, k *Kernel, prevEnd uint64, now time.Tim
 		s.counts.KernelsUnmatched++
 	case r.st != nil && !r.st.done:
 		st := r.st
-		st.acc.Add(s.slot, k, prevEnd, uint64(max(st.info.LaunchStart, 0)))
+		st.acc.Add(s.slot, k, prevEnd, uint64(max(r.from, 0)))
 		if !k.Graph {
 			st.gotPlain++
 		}

@@ -127,9 +127,22 @@ type StepInfo struct {
 	// threads of the engine's own process are not the step's. Worker
 	// processes' launches count from any thread.
 	ThreadID uint32
-	// LaunchStart and LaunchEnd bound, in Unix ns, when the step launched
-	// its kernels (the step span's start and end).
+	// LaunchStart and LaunchEnd are the step's time range in Unix ns (the
+	// step span's start and end). Without Windows they bound when the
+	// step launched its kernels; worker processes that send no launch
+	// marks are matched by them too.
 	LaunchStart, LaunchEnd int64
+	// Windows, when set, are the intervals in which the engine process
+	// itself launched the step's batch (step wire version 4). Launches of
+	// the engine's own process count by them instead of by the time range:
+	// under async scheduling the next batch launches inside the range.
+	Windows []LaunchWindow
+	// Batch is the step's batch number (0: unknown). Executor workers'
+	// launch marks (Window.Mark) name it.
+	Batch uint64
+	// ScheduledTokens is the batch's scheduled token count; a worker mark
+	// of the same batch number must carry the same count.
+	ScheduledTokens uint32
 	// Deadline is when the step is finalized with what arrived by then.
 	Deadline time.Time
 	Link     Link
@@ -138,6 +151,14 @@ type StepInfo struct {
 	// Owner is who collects the step (Collect's owner): two processors
 	// sharing the window each get their own steps.
 	Owner any
+}
+
+// LaunchWindow is an interval, in Unix ns, in which one thread launched a
+// batch's GPU work.
+type LaunchWindow struct {
+	Start, End int64
+	// ThreadID is the launching thread (gettid); 0 matches any thread.
+	ThreadID uint32
 }
 
 // Missing says why a step's GPU figures are absent or partial.
@@ -175,6 +196,9 @@ type Stats struct {
 	LaunchesDropped                 uint64
 	StepsEvicted                    uint64
 	SourcesRefused                  uint64 // MaxSources reached
+	Marks                           uint64 // launch marks taken (Window.Mark)
+	MarksMismatched                 uint64 // marks whose batch's token count differs from its step's
+	MarksDropped                    uint64 // marks forgotten at a bound
 }
 
 // Window is the correlation state of one collector.
@@ -184,7 +208,8 @@ type Window struct {
 	cats    Categories
 	sources []*source // by slot; nil = free
 	engines map[EngineKey]*engine
-	pending []*step // waiting to be finalized, in registration order
+	marks   map[procKey]*markProc // worker processes that send launch marks
+	pending []*step               // waiting to be finalized, in registration order
 	accs    []*Accumulator
 	seq     uint64 // numbers steps in registration order
 	stats   Stats
@@ -193,7 +218,7 @@ type Window struct {
 
 // New returns an empty window.
 func New(cfg Config) *Window {
-	return &Window{cfg: cfg.withDefaults(), engines: map[EngineKey]*engine{}}
+	return &Window{cfg: cfg.withDefaults(), engines: map[EngineKey]*engine{}, marks: map[procKey]*markProc{}}
 }
 
 var registry struct {
@@ -259,9 +284,21 @@ func (w *Window) Stats() Stats {
 type engine struct {
 	key     EngineKey
 	steps   []*step // not final, by LaunchStart
-	maxLE   int64   // latest LaunchEnd registered
+	maxRE   int64   // latest LaunchEnd (range end) registered
+	ivs     []ival  // launch windows of the steps not final, by start
+	maxLE   int64   // latest launch window end registered
+	maxSpan int64   // longest launch window registered
+	bySeq   map[uint64]*step
+	maxSeq  uint64 // highest batch number registered
 	sources []*source
 	used    uint64 // w.seq when it last registered a step
+}
+
+// ival is one launch window of a step in its engine's own process.
+type ival struct {
+	start, end int64
+	tid        uint32
+	st         *step
 }
 
 type step struct {
@@ -273,8 +310,11 @@ type step struct {
 	nGraph   int // graph launches placed in the step
 	gotPlain int // kernel records of plain launches
 	last     time.Time
+	start    int64 // first launch in the engine's own process: its first window's start
+	end      int64 // last window's end in the engine's own process
 	sampled  bool
 	evicted  bool
+	mismatch bool // a worker's mark of its batch carried another token count
 	done     bool
 }
 
@@ -311,7 +351,15 @@ func (w *Window) AddStep(si StepInfo) (bool, Missing) {
 		i--
 	}
 	e.steps = slices.Insert(e.steps, i, st)
-	e.maxLE = max(e.maxLE, si.LaunchEnd)
+	e.maxRE = max(e.maxRE, si.LaunchEnd)
+	e.addWindows(st)
+	if si.Batch != 0 {
+		if e.bySeq == nil {
+			e.bySeq = map[uint64]*step{}
+		}
+		e.bySeq[si.Batch] = st
+		e.maxSeq = max(e.maxSeq, si.Batch)
+	}
 	w.pending = append(w.pending, st)
 	for _, s := range e.sources {
 		if s.sampled {
@@ -331,7 +379,49 @@ func (e *engine) hasOpenSource() bool {
 	return false
 }
 
-// find returns the step whose launch window holds t, nil if none does.
+// addWindows indexes st's launch windows in its engine's own process: its
+// Windows, or its time range without them.
+func (e *engine) addWindows(st *step) {
+	ws := st.info.Windows
+	if len(ws) == 0 {
+		ws = []LaunchWindow{{Start: st.info.LaunchStart, End: st.info.LaunchEnd, ThreadID: st.info.ThreadID}}
+	}
+	st.start, st.end = ws[0].Start, ws[0].End
+	for _, lw := range ws {
+		st.start, st.end = min(st.start, lw.Start), max(st.end, lw.End)
+		iv := ival{start: lw.Start, end: lw.End, tid: lw.ThreadID, st: st}
+		i := len(e.ivs)
+		for i > 0 && e.ivs[i-1].start > iv.start {
+			i--
+		}
+		e.ivs = slices.Insert(e.ivs, i, iv)
+		e.maxLE = max(e.maxLE, iv.end)
+		e.maxSpan = max(e.maxSpan, iv.end-iv.start)
+	}
+}
+
+// findOwn returns the step whose launch window in the engine's own process
+// holds a launch at t on thread tid, nil if none does.
+func (e *engine) findOwn(t int64, tid uint32) *step {
+	i, _ := slices.BinarySearchFunc(e.ivs, t, func(iv ival, t int64) int {
+		if iv.start <= t {
+			return -1
+		}
+		return 1
+	})
+	// Windows of one thread never overlap; those of several threads (a
+	// forward thread beside the scheduler's) may, so look back as far as
+	// the longest window reaches.
+	for i--; i >= 0 && e.ivs[i].start >= t-e.maxSpan; i-- {
+		iv := &e.ivs[i]
+		if t <= iv.end && (iv.tid == 0 || tid == 0 || iv.tid == tid) {
+			return iv.st
+		}
+	}
+	return nil
+}
+
+// find returns the step whose time range holds t, nil if none does.
 func (e *engine) find(t int64) *step {
 	i, _ := slices.BinarySearchFunc(e.steps, t, func(s *step, t int64) int {
 		if s.info.LaunchStart <= t {
@@ -406,12 +496,17 @@ func (w *Window) Collect(now time.Time, owner any, dst []Result) []Result {
 	return dst
 }
 
-// completeLocked reports whether every launch of st's window has arrived
-// (each serving source sent a mark past its end, or closed) and each has
+// completeLocked reports whether every launch of st's windows has arrived
+// (each serving source sent a mark past their end, or closed; a worker
+// that sends launch marks sent its last one for st's batch) and each has
 // its records, with no record for Quiet.
 func (w *Window) completeLocked(st *step, now time.Time) bool {
 	for _, s := range st.eng.sources {
-		if !s.closed && s.watermark < st.info.LaunchEnd {
+		if s.closed {
+			continue
+		}
+		end, known := s.stepEnd(st)
+		if !known || s.watermark < end {
 			return false
 		}
 	}
@@ -437,6 +532,9 @@ func (w *Window) finalizeLocked(st *step, reason Missing) Result {
 		}
 		r.Figures = st.acc.Figures(w.cfg.TopKernels, w.resolverLocked, &w.cats)
 	}
+	if r.Missing == MissingNone && st.mismatch {
+		r.Missing = MissingIncomplete
+	}
 	st.done = true
 	st.acc.Reset()
 	w.accs = append(w.accs, st.acc)
@@ -445,6 +543,11 @@ func (w *Window) finalizeLocked(st *step, reason Missing) Result {
 	if i := slices.Index(e.steps, st); i >= 0 {
 		e.steps = slices.Delete(e.steps, i, i+1)
 	}
+	e.ivs = slices.DeleteFunc(e.ivs, func(iv ival) bool { return iv.st == st })
+	if st.info.Batch != 0 && e.bySeq[st.info.Batch] == st {
+		delete(e.bySeq, st.info.Batch)
+	}
+	w.trimMarksLocked(e)
 	w.stats.Steps++
 	return r
 }

@@ -87,6 +87,14 @@ const (
 	// bool, set only when true: the engine lacked something the hook reads,
 	// so some of the step's figures are estimated or absent.
 	AttrStepDegraded = "inferprof.step.degraded"
+	// int: the step's batch number among those its engine handed the model
+	// executor, from 1 (vLLM: execute_model calls; SGLang: run_batch calls).
+	AttrStepBatch = "inferprof.step.batch"
+	// []int (Unix ns), aligned: the intervals in which the engine process
+	// launched the step's batch, and the launching thread of each.
+	AttrStepLaunchStarts  = "inferprof.step.launch.start_times"
+	AttrStepLaunchEnds    = "inferprof.step.launch.end_times"
+	AttrStepLaunchThreads = "inferprof.step.launch.thread_ids"
 	// int: data-parallel rank of the engine in its server.
 	ResourceEngineIndex = "inferprof.engine.index"
 )

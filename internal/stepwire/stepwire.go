@@ -19,21 +19,32 @@ import (
 // Version is the wire format version the hook sends and Encode writes by
 // default. Decode also reads every older version down to MinVersion, so a
 // collector upgraded before its engines keeps their steps.
-const Version = 3
+const Version = 4
 
 // MinVersion is the oldest wire format version Decode reads.
 const MinVersion = 1
 
 // Header sizes per version: version 2 added hook_evicted_ids and n_resumed;
-// version 3 has version 2's header and a fourth identity string.
+// version 3 has version 2's header and a fourth identity string; version 4
+// adds the batch number and the count of launch windows.
 const (
 	HeaderSizeV1 = 72
 	HeaderSizeV2 = 78
 	HeaderSizeV3 = HeaderSizeV2
+	HeaderSizeV4 = 88
 )
 
 // HeaderSize is the size of the current version's fixed header in bytes.
-const HeaderSize = HeaderSizeV3
+const HeaderSize = HeaderSizeV4
+
+// WindowSize is the size of one launch window on the wire (version 4).
+const WindowSize = 20
+
+// MaxWindows bounds the launch windows of one step; the hook sends at most
+// a handful (vLLM: one, from the batch's schedule() to the next schedule()
+// or update; SGLang: preparation, launch, delayed sampling, result
+// processing, and the forward thread's iteration in older releases).
+const MaxWindows = 16
 
 // MaxDatagram bounds a datagram; the hook never sends more than 200 KiB.
 const MaxDatagram = 256 << 10
@@ -54,12 +65,14 @@ type layout struct {
 	evictedIDs bool   // header carries hook_evicted_ids
 	resumed    bool   // header carries n_resumed; resumed ids follow preempted ids
 	instanceID bool   // the identity block ends with service.instance.id
+	windows    bool   // header carries the batch number and n_windows; windows follow the resumed ids
 }
 
 var layouts = [Version + 1]layout{
 	1: {header: HeaderSizeV1, flags: FlagIDsTruncated | FlagKVUsage},
 	2: {header: HeaderSizeV2, flags: FlagIDsTruncated | FlagKVUsage | FlagDegraded, evictedIDs: true, resumed: true},
 	3: {header: HeaderSizeV3, flags: FlagIDsTruncated | FlagKVUsage | FlagDegraded, evictedIDs: true, resumed: true, instanceID: true},
+	4: {header: HeaderSizeV4, flags: FlagIDsTruncated | FlagKVUsage | FlagDegraded, evictedIDs: true, resumed: true, instanceID: true, windows: true},
 }
 
 // Engine names the engine that sent a step.
@@ -96,6 +109,8 @@ var (
 	ErrUTF8      = errors.New("string is not valid UTF-8")
 	ErrTooLarge  = errors.New("datagram larger than the maximum")
 	ErrZeroIndex = errors.New("step index 0 (steps count from 1)")
+	ErrWindows   = errors.New("more launch windows than allowed")
+	ErrWindow    = errors.New("launch window ends before it starts")
 )
 
 // Step is one decoded scheduler step. Decode reuses its slices.
@@ -138,6 +153,29 @@ type Step struct {
 	// Resumed lists requests that came back from preemption in this step
 	// (version 2).
 	Resumed []string
+
+	// Batch numbers the step's batch among the batches its engine handed
+	// the model executor, from 1 (version 4; 0 when the hook could not
+	// count them). The engine's executor workers count the same calls, so
+	// their launch marks (Mark) name the same number.
+	Batch uint64
+	// Windows are the intervals in which the engine process launched the
+	// batch's GPU work (version 4, on the wire right after the identity;
+	// empty when the hook could not see the launching calls): vLLM's
+	// execute_model and sample_tokens, from the batch's schedule() call to
+	// the next schedule() or update end; SGLang's preparation, run_batch
+	// and delayed sampling of the batch and the processing of its result.
+	// Under async scheduling they are not the step's time range: the next
+	// batch launches inside that range.
+	Windows []Window
+}
+
+// Window is one interval of a batch's launches, on one thread.
+type Window struct {
+	StartUnixNs, EndUnixNs int64
+	// ThreadID is the Linux thread id (gettid) that ran the launching call;
+	// 0 when any thread counts.
+	ThreadID uint32
 }
 
 // FallbackInstanceID is the service.instance.id of a step whose hook found
@@ -247,6 +285,15 @@ func decode(b []byte, s *Step, d *Decoder) error {
 	if l.resumed {
 		nRes = int(le.Uint16(b[off+4:]))
 	}
+	nWin := 0
+	s.Batch = 0
+	if l.windows {
+		s.Batch = le.Uint64(b[78:])
+		nWin = int(le.Uint16(b[86:]))
+		if nWin > MaxWindows {
+			return fmt.Errorf("%w: %d", ErrWindows, nWin)
+		}
+	}
 	if s.Index == 0 {
 		return ErrZeroIndex
 	}
@@ -264,6 +311,15 @@ func decode(b []byte, s *Step, d *Decoder) error {
 		r.short(&s.InstanceID)
 	} else {
 		s.InstanceID = ""
+	}
+	// Version 4: the launch windows, fixed-size, before the variable lists.
+	s.Windows = s.Windows[:0]
+	for range nWin {
+		w, ok := r.window()
+		if !ok {
+			break
+		}
+		s.Windows = append(s.Windows, w)
 	}
 	s.RequestIDs = s.RequestIDs[:0]
 	s.RequestTokens = s.RequestTokens[:0]
@@ -354,6 +410,29 @@ func (r *reader) long() string {
 	return string(v)
 }
 
+// window reads one launch window.
+func (r *reader) window() (Window, bool) {
+	if r.err != nil {
+		return Window{}, false
+	}
+	if len(r.b)-r.off < WindowSize {
+		r.err = fmt.Errorf("window: %w", ErrShort)
+		return Window{}, false
+	}
+	le := binary.LittleEndian
+	w := Window{
+		StartUnixNs: int64(le.Uint64(r.b[r.off:])),
+		EndUnixNs:   int64(le.Uint64(r.b[r.off+8:])),
+		ThreadID:    le.Uint32(r.b[r.off+16:]),
+	}
+	r.off += WindowSize
+	if w.EndUnixNs < w.StartUnixNs {
+		r.err = ErrWindow
+		return Window{}, false
+	}
+	return w, true
+}
+
 // ids appends n length-prefixed ids to dst.
 func (r *reader) ids(dst []string, n int) []string {
 	for range n {
@@ -370,7 +449,8 @@ func (r *reader) ids(dst []string, n int) []string {
 // real encoder; this one serves tests, fuzz seeds and benchmarks in Go.
 // Identity strings longer than 255 bytes, more than 65535 ids, and fields a
 // version lacks (resumed ids and evicted ids before version 2, the instance
-// id before version 3) are not representable.
+// id before version 3, the batch and its windows before version 4) are not
+// representable.
 func Encode(s *Step) []byte {
 	v := s.Version
 	if v == 0 {
@@ -405,6 +485,10 @@ func Encode(s *Step) []byte {
 	if l.resumed {
 		le.PutUint16(b[off+4:], uint16(len(s.Resumed)))
 	}
+	if l.windows {
+		le.PutUint64(b[78:], s.Batch)
+		le.PutUint16(b[86:], uint16(len(s.Windows)))
+	}
 	ident := []string{s.ServiceName, s.EngineVersion, s.Host}
 	if l.instanceID {
 		ident = append(ident, s.InstanceID)
@@ -412,6 +496,13 @@ func Encode(s *Step) []byte {
 	for _, v := range ident {
 		b = append(b, byte(len(v)))
 		b = append(b, v...)
+	}
+	if l.windows {
+		for _, w := range s.Windows {
+			b = le.AppendUint64(b, uint64(w.StartUnixNs))
+			b = le.AppendUint64(b, uint64(w.EndUnixNs))
+			b = le.AppendUint32(b, w.ThreadID)
+		}
 	}
 	for i, id := range s.RequestIDs {
 		b = le.AppendUint16(b, uint16(s.RequestTokens[i]))

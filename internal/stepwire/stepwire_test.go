@@ -20,31 +20,33 @@ import (
 
 // pyStep is what integrations/python/inferprof_hook/wire.py decode() writes.
 type pyStep struct {
-	Engine          uint8    `json:"engine"`
-	Flags           uint16   `json:"flags"`
-	PID             uint32   `json:"pid"`
-	EngineIndex     uint32   `json:"engine_index"`
-	Step            uint64   `json:"step"`
-	StartNs         int64    `json:"start_ns"`
-	EndNs           int64    `json:"end_ns"`
-	Prefill         uint32   `json:"prefill"`
-	Decode          uint32   `json:"decode"`
-	ScheduledTokens uint32   `json:"scheduled_tokens"`
-	Running         uint32   `json:"running"`
-	Waiting         uint32   `json:"waiting"`
-	KVUsage         *float64 `json:"kv_usage"`
-	HookDropped     uint32   `json:"hook_dropped"`
-	HookEvictedIDs  uint32   `json:"hook_evicted_ids"`
-	Degraded        bool     `json:"degraded"`
-	Version         uint8    `json:"version"`
-	Resumed         []string `json:"resumed"`
-	ServiceName     string   `json:"service_name"`
-	EngineVersion   string   `json:"engine_version"`
-	Host            string   `json:"host"`
-	InstanceID      string   `json:"instance_id"`
-	RequestIDs      []string `json:"request_ids"`
-	RequestTokens   []int64  `json:"request_tokens"`
-	Preempted       []string `json:"preempted"`
+	Engine          uint8      `json:"engine"`
+	Flags           uint16     `json:"flags"`
+	PID             uint32     `json:"pid"`
+	EngineIndex     uint32     `json:"engine_index"`
+	Step            uint64     `json:"step"`
+	StartNs         int64      `json:"start_ns"`
+	EndNs           int64      `json:"end_ns"`
+	Prefill         uint32     `json:"prefill"`
+	Decode          uint32     `json:"decode"`
+	ScheduledTokens uint32     `json:"scheduled_tokens"`
+	Running         uint32     `json:"running"`
+	Waiting         uint32     `json:"waiting"`
+	KVUsage         *float64   `json:"kv_usage"`
+	HookDropped     uint32     `json:"hook_dropped"`
+	HookEvictedIDs  uint32     `json:"hook_evicted_ids"`
+	Degraded        bool       `json:"degraded"`
+	Version         uint8      `json:"version"`
+	Resumed         []string   `json:"resumed"`
+	ServiceName     string     `json:"service_name"`
+	EngineVersion   string     `json:"engine_version"`
+	Host            string     `json:"host"`
+	InstanceID      string     `json:"instance_id"`
+	RequestIDs      []string   `json:"request_ids"`
+	RequestTokens   []int64    `json:"request_tokens"`
+	Preempted       []string   `json:"preempted"`
+	Batch           uint64     `json:"batch"`
+	Windows         [][3]int64 `json:"windows"`
 }
 
 // fixtures returns the datagrams the real Python hooks sent: the current
@@ -63,7 +65,7 @@ func fixtures(t testing.TB) []string {
 // with what the Python decoder read from the same bytes.
 func TestPythonFixtures(t *testing.T) {
 	files := fixtures(t)
-	require.Len(t, files, 18)
+	require.Len(t, files, 25)
 	versions := map[uint8]int{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -109,9 +111,14 @@ func TestPythonFixtures(t *testing.T) {
 			assert.Equal(t, want.RequestIDs, nilIfEmpty(s.RequestIDs))
 			assert.Equal(t, want.RequestTokens, nilIfEmptyInt(s.RequestTokens))
 			assert.Equal(t, want.Preempted, nilIfEmpty(s.Preempted))
+			assert.Equal(t, want.Batch, s.Batch)
+			require.Len(t, s.Windows, len(want.Windows))
+			for i, w := range want.Windows {
+				assert.Equal(t, Window{StartUnixNs: w[0], EndUnixNs: w[1], ThreadID: uint32(w[2])}, s.Windows[i])
+			}
 		})
 	}
-	assert.Equal(t, map[uint8]int{1: 4, 2: 7, 3: 7}, versions, "every wire version stays readable")
+	assert.Equal(t, map[uint8]int{1: 4, 2: 7, 3: 7, 4: 7}, versions, "every wire version stays readable")
 }
 
 func nilIfEmpty(v []string) []string {
@@ -155,6 +162,16 @@ func TestFixturesCoverTheInterestingCases(t *testing.T) {
 	assert.True(t, read("sglang_degraded.bin").Degraded())
 	assert.False(t, s.Degraded())
 	assert.Greater(t, slices.Max(read("vllm_spec.bin").RequestTokens), int64(1))
+	assert.Empty(t, read("v3/vllm_spec.bin").Windows)
+	// Version 4: the batch number and where it was launched.
+	v := read("vllm_async_prefill.bin")
+	assert.Positive(t, v.Batch)
+	assert.Len(t, v.Windows, 1, "from its schedule() to the next schedule() or update")
+	assert.GreaterOrEqual(t, len(read("sglang_prefill.bin").Windows), 3, "preparation, run_batch, processing")
+	for _, w := range v.Windows {
+		assert.Positive(t, w.ThreadID)
+		assert.LessOrEqual(t, w.StartUnixNs, w.EndUnixNs)
+	}
 }
 
 func validStep() *Step {
@@ -164,11 +181,18 @@ func validStep() *Step {
 		KVUsage: 0.25, HookEvictedIDs: 4, ServiceName: "svc", EngineVersion: "0.11.0", Host: "h",
 		InstanceID: "6f1d", RequestIDs: []string{"a", "b"}, RequestTokens: []int64{1, 2},
 		Preempted: []string{"c"}, Resumed: []string{"d", "e"},
+		Batch: 5, Windows: []Window{{StartUnixNs: 1_100, EndUnixNs: 1_300, ThreadID: 42}, {StartUnixNs: 1_400, EndUnixNs: 1_450, ThreadID: 42}},
 	}
 }
 
-func validStepV2() *Step {
+func validStepV3() *Step {
 	s := validStep()
+	s.Version, s.Batch, s.Windows = 3, 0, nil
+	return s
+}
+
+func validStepV2() *Step {
+	s := validStepV3()
 	s.Version, s.InstanceID = 2, ""
 	return s
 }
@@ -180,17 +204,32 @@ func validStepV1() *Step {
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, want := range []*Step{validStep(), validStepV2(), validStepV1()} {
+	for _, want := range []*Step{validStep(), validStepV3(), validStepV2(), validStepV1()} {
 		var got Step
 		b := Encode(want)
 		require.NoError(t, Decode(b, &got))
+		if len(want.Windows) == 0 {
+			got.Windows = nil
+		}
 		assert.Equal(t, *want, got)
 		assert.Equal(t, want.Version, b[4])
 	}
 	ids := 2*(4+1) + (2 + 1)
 	assert.Len(t, Encode(validStepV1()), HeaderSizeV1+(1+3)+(1+6)+(1+1)+ids, "no version 2 fields")
 	assert.Len(t, Encode(validStepV2()), HeaderSizeV2+(1+3)+(1+6)+(1+1)+ids+2*(2+1), "no instance id")
-	assert.Len(t, Encode(validStep()), HeaderSizeV3+(1+3)+(1+6)+(1+1)+(1+4)+ids+2*(2+1))
+	assert.Len(t, Encode(validStepV3()), HeaderSizeV3+(1+3)+(1+6)+(1+1)+(1+4)+ids+2*(2+1), "no batch, no windows")
+	assert.Len(t, Encode(validStep()), HeaderSizeV4+(1+3)+(1+6)+(1+1)+(1+4)+ids+2*(2+1)+2*WindowSize)
+}
+
+// An older record decodes with no batch and no windows, even into a Step
+// that held them.
+func TestOlderVersionClearsWindows(t *testing.T) {
+	var s Step
+	require.NoError(t, Decode(Encode(validStep()), &s))
+	require.Len(t, s.Windows, 2)
+	require.NoError(t, Decode(Encode(validStepV3()), &s))
+	assert.Zero(t, s.Batch)
+	assert.Empty(t, s.Windows)
 }
 
 func TestDecodeErrors(t *testing.T) {
@@ -211,18 +250,31 @@ func TestDecodeErrors(t *testing.T) {
 		{"short v2 header", good[:HeaderSizeV2-1], ErrShort},
 		{"flags", mutate(func(b []byte) []byte { b[7] = 0x80; return b }), ErrFlags},
 		{"degraded in v1", append(Encode(validStepV1())[:6:6], append([]byte{byte(FlagDegraded), 0}, Encode(validStepV1())[8:]...)...), ErrFlags},
-		{"truncated resumed id", good[:len(good)-2], ErrShort},
-		{"truncated instance id", good[:HeaderSizeV3+(1+3)+(1+6)+(1+1)+3], ErrShort},
-		{"instance id utf8", mutate(func(b []byte) []byte { b[HeaderSizeV3+(1+3)+(1+6)+(1+1)+1] = 0xff; return b }), ErrUTF8},
+		{"truncated resumed id", Encode(validStepV3())[:len(Encode(validStepV3()))-2], ErrShort},
+		{"short v4 header", good[:HeaderSizeV4-1], ErrShort},
+		{"truncated instance id", good[:HeaderSizeV4+(1+3)+(1+6)+(1+1)+3], ErrShort},
+		{"instance id utf8", mutate(func(b []byte) []byte { b[HeaderSizeV4+(1+3)+(1+6)+(1+1)+1] = 0xff; return b }), ErrUTF8},
+		{"too many windows", mutate(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[86:], MaxWindows+1); return b }), ErrWindows},
+		{"truncated window", good[:len(good)-1], ErrShort},
+		{"window ends before it starts", mutate(func(b []byte) []byte {
+			// The windows follow the identity: the record without its lists
+			// ends with them.
+			bare := *validStep()
+			bare.RequestIDs, bare.RequestTokens, bare.Preempted, bare.Resumed = nil, nil, nil, nil
+			end := len(Encode(&bare))
+			binary.LittleEndian.PutUint64(b[end-WindowSize+8:], 1_000)
+			return b
+		}), ErrWindow},
+		{"missing window", mutate(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[86:], 3); return b }), ErrShort},
 		{"zero index", mutate(func(b []byte) []byte { clear(b[16:24]); return b }), ErrZeroIndex},
 		{"times", mutate(func(b []byte) []byte { b[39] = 0x80; return b }), ErrTimes},
 		{"kv usage", mutate(func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b[60:], math.Float32bits(float32(math.NaN())))
 			return b
 		}), ErrKVUsage},
-		{"truncated id", good[:len(good)-1], ErrShort},
+		{"truncated id", Encode(validStepV3())[:len(Encode(validStepV3()))-1], ErrShort},
 		{"trailing", append(append([]byte(nil), good...), 0), ErrTrailing},
-		{"utf8", mutate(func(b []byte) []byte { b[len(b)-1] = 0xff; return b }), ErrUTF8},
+		{"utf8", func() []byte { b := Encode(validStepV3()); b[len(b)-1] = 0xff; return b }(), ErrUTF8},
 		{"too large", make([]byte, MaxDatagram+1), ErrTooLarge},
 	}
 	for _, tt := range tests {
@@ -249,6 +301,7 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Add(Encode(validStep()))
+	f.Add(Encode(validStepV3()))
 	f.Add(Encode(validStepV2()))
 	f.Add(Encode(validStepV1()))
 	d := NewDecoder()

@@ -159,6 +159,7 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 		if v, found := span.Attributes().Get(names.AttrThreadID); found {
 			info.ThreadID = uint32(v.Int())
 		}
+		info.ReadLaunchWindows(span.Attributes())
 		// Registered under the join's lock, so a tick never finalizes a
 		// step whose span is not held yet.
 		g.mu.Lock()
@@ -190,16 +191,19 @@ func onlySpan(td ptrace.Traces) ptrace.Span {
 // requestGPU writes a request's GPU figures, or holds the span while some of
 // its steps are still gathering theirs. It returns true when it held it.
 // id is the span's request id ("" when it is none); r, what Normalize
-// found (nil under defer_figures), for engineSpan once it is released.
+// found (nil under defer_figures), for engineSpan once it is released;
+// found, what the inter-token look-up found, which saves a second look-up.
 func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span,
-	ri *resourceInfo, id string, r *request.Result, canHold bool,
+	ri *resourceInfo, id string, r *request.Result, canHold bool, found *stepsFound,
 ) bool {
 	g := p.gpu
 	if id == "" || p.steps == nil {
 		return false
 	}
-	arrival, finish := span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime()
-	rg := p.steps.LookupGPU(ri.instance, id, arrival, finish)
+	rg := found.gpu
+	if !found.looked {
+		rg = p.steps.LookupGPU(ri.instance, id, span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime())
+	}
 	if !rg.Known() {
 		return false
 	}
@@ -207,7 +211,7 @@ func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceS
 		g.mu.Lock()
 		if g.steps+len(g.requests) < g.maxHeld {
 			h := &heldRequest{
-				instance: ri.instance, id: id, arrival: arrival, finish: finish,
+				instance: ri.instance, id: id, arrival: span.StartTimestamp().AsTime(), finish: span.EndTimestamp().AsTime(),
 				deadline: p.now().Add(g.wait), td: takeSpan(rs, ss, span)(),
 			}
 			if r != nil {

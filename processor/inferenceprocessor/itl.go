@@ -69,15 +69,22 @@ func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) boo
 // written; the gateway's inference processor does the rest. The request id
 // is read as request.Normalize reads it (a string gen_ai.request.id); it is
 // returned for the request's GPU figures, which need this node's steps too.
-func (p *inferenceProcessor) deferred(span ptrace.Span, kind request.Kind, ri *resourceInfo) string {
+func (p *inferenceProcessor) deferred(span ptrace.Span, kind request.Kind, ri *resourceInfo) (string, stepsFound) {
 	if p.steps == nil || kind == request.KindVLLMCore {
-		return ""
+		return "", stepsFound{}
 	}
 	if v, ok := span.Attributes().Get(names.AttrRequestID); ok && v.Type() == pcommon.ValueTypeStr {
-		p.interTokenLatency(span, ri.instance, v.Str())
-		return v.Str()
+		return v.Str(), p.interTokenLatency(span, ri.instance, v.Str())
 	}
-	return ""
+	return "", stepsFound{}
+}
+
+// stepsFound is what the one look-up of a request in the step window found
+// beyond its inter-token figures: its share of its steps' GPU time, which
+// requestGPU writes, so a request costs one look-up rather than two.
+type stepsFound struct {
+	gpu    stepwindow.RequestGPU
+	looked bool
 }
 
 // interTokenLatency rebuilds the request's token times from the steps that
@@ -87,33 +94,34 @@ func (p *inferenceProcessor) deferred(span ptrace.Span, kind request.Kind, ri *r
 // Engines without the step hook get nothing.
 // instance is the resource's stepwindow.InstanceKey; id is the span's
 // gen_ai.request.id, as Normalize read it.
-func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, instance, id string) {
+func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, instance, id string) stepsFound {
 	if id == "" {
-		return
+		return stepsFound{}
 	}
 	attrs := span.Attributes()
 	r := p.steps.Lookup(instance, id,
 		span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime())
+	found := stepsFound{gpu: r.GPU, looked: true}
 	switch r.Status {
 	case stepwindow.StatusUnknownInstance:
-		return
+		return found
 	case stepwindow.StatusOK:
 	default:
 		attrs.PutStr(names.AttrStepsMissing, r.Status.String())
 	}
 	if r.TokenSteps == 0 {
-		return
+		return found
 	}
 	attrs.PutInt(names.AttrDecodeSteps, int64(r.DecodeSteps))
 	if len(r.Gaps) == 0 {
-		return
+		return found
 	}
 	attrs.PutDouble(names.AttrITLP50, r.P50)
 	attrs.PutDouble(names.AttrITLP99, r.P99)
 	attrs.PutDouble(names.AttrITLMax, r.Max)
 	attrs.PutInt(names.AttrDecodeStalls, int64(r.Stalls))
 	if p.maxGaps == 0 {
-		return
+		return found
 	}
 	gaps := attrs.PutEmptySlice(names.AttrITLGaps)
 	if len(r.Gaps) <= p.maxGaps {
@@ -121,7 +129,7 @@ func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, instance, id st
 		for _, g := range r.Gaps {
 			gaps.AppendEmpty().SetDouble(g)
 		}
-		return
+		return found
 	}
 	// Over the cap: evenly spaced order statistics, smallest and largest
 	// included, so the distribution survives at a bounded size.
@@ -136,4 +144,5 @@ func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, instance, id st
 		}
 		gaps.AppendEmpty().SetDouble(sorted[idx])
 	}
+	return found
 }

@@ -106,6 +106,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 	for _, r := range request.AnomalyReasons {
 		p.anomalyOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))}
 	}
+	p.settings.Prepare()
 	if !cfg.Privacy.KeepContent {
 		p.redactor = redact.New(cfg.Privacy.Attributes, cfg.Privacy.Events)
 		p.settings.RemoveContent(p.redactor.AttributeMatcher())
@@ -252,6 +253,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	var released []join.Released
 	var drop []int
 	var b batchState
+	var w batchWork
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -267,13 +269,13 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 			drop = drop[:0]
 			for k := 0; k < n; k++ {
 				span := spans.At(k)
-				p.redactEvents(ctx, span)
+				p.redactEvents(&w.counts, span)
 				if !p.lateRedact {
-					p.redactAttributes(ctx, span)
+					p.redactAttributes(&w.counts, span)
 				}
 				kind := request.Classify(span)
 				if p.lateRedact && !p.direct(kind) {
-					p.redactAttributes(ctx, span)
+					p.redactAttributes(&w.counts, span)
 				}
 				switch kind {
 				case request.KindNone:
@@ -289,7 +291,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 					if !read {
 						ri, read = p.readResource(rs.Resource()), true
 					}
-					if id := p.deferred(span, kind, &ri); p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, id, nil, false) {
+					if id, found := p.deferred(span, kind, &ri); p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, id, nil, false, &found) {
 						drop = append(drop, k)
 					}
 					continue
@@ -312,13 +314,13 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				if !read {
 					ri, read = p.readResource(rs.Resource()), true
 				}
-				r := p.normalize(ctx, kind, spans, k, &ri, q)
+				r, found := p.normalize(ctx, &w, kind, spans, k, n-k, &ri, q)
 				span = spans.At(k) // phase spans may have moved it
 				switch {
-				case p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, true):
+				case p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(r), r, true, found):
 					drop = append(drop, k) // held for its steps' GPU figures; released by tickGPU
-				case p.wantsEngineSpan(span, &r):
-					if p.engineSpan(&b, span, &ri, &r, takeSpan(rs, ss, span)) {
+				case p.wantsEngineSpan(span, r):
+					if p.engineSpan(&b, span, &ri, r, takeSpan(rs, ss, span)) {
 						drop = append(drop, k)
 					}
 				}
@@ -332,6 +334,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	if held {
 		removeEmpty(td)
 	}
+	w.counts.flush(ctx, p)
 	p.finishBatch(ctx, &b)
 	if len(released) > 0 {
 		// Released spans belong to earlier batches: they go on in a batch of
@@ -363,29 +366,74 @@ func (p *inferenceProcessor) direct(kind request.Kind) bool {
 
 // redactEvents removes content events, and content attributes of the
 // span's events.
-func (p *inferenceProcessor) redactEvents(ctx context.Context, span ptrace.Span) {
+func (p *inferenceProcessor) redactEvents(t *tally, span ptrace.Span) {
 	if p.redactor == nil {
 		return
 	}
 	attrs, events := p.redactor.Events(span)
-	p.countRemoved(ctx, attrs, events)
+	t.contentAttrs += int64(attrs)
+	t.contentEvents += int64(events)
 }
 
 // redactAttributes removes the span's content attributes.
-func (p *inferenceProcessor) redactAttributes(ctx context.Context, span ptrace.Span) {
+func (p *inferenceProcessor) redactAttributes(t *tally, span ptrace.Span) {
 	if p.redactor == nil {
 		return
 	}
-	p.countRemoved(ctx, p.redactor.Attributes(span.Attributes()), 0)
+	t.contentAttrs += int64(p.redactor.Attributes(span.Attributes()))
 }
 
-func (p *inferenceProcessor) countRemoved(ctx context.Context, attrs, events int) {
-	if attrs > 0 {
-		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(attrs), p.attrOpt...)
+// batchWork is what processing one batch accumulates and reuses.
+type batchWork struct {
+	counts  tally
+	scratch request.Scratch // Normalize's, reused from span to span
+	found   stepsFound      // normalize's, likewise
+	// steps: 0 not asked yet, 1 the step window holds some engine's steps,
+	// 2 it holds none (see hasSteps).
+	steps uint8
+}
+
+// hasSteps reports whether the step window holds any engine's steps, asked
+// once per batch (after addSteps): without the step hook every look-up of
+// a request would find nothing, and a look-up (its key split, map probes
+// and lock) costs more than the rest of the span's inter-token work. Steps
+// that another batch adds meanwhile are seen by the next batch, as they
+// would be had they come a moment later.
+func (w *batchWork) hasSteps(p *inferenceProcessor) bool {
+	if w.steps == 0 {
+		w.steps = 2
+		if p.steps.Stats().Instances > 0 {
+			w.steps = 1
+		}
 	}
-	if events > 0 {
-		p.tel.ProcessorInferenceContentRemoved.Add(ctx, int64(events), p.eventOpt...)
+	return w.steps == 1
+}
+
+// tally is what a batch adds to the per-span self-metrics, added once at its
+// end: a counter's Add looks up its series and offers an exemplar, which
+// per span would cost more than most of what the processor does to one.
+type tally struct {
+	requests                    [request.KindVLLMCore + 1]int64 // by kind
+	phaseSpans                  int64
+	contentAttrs, contentEvents int64
+}
+
+func (t *tally) flush(ctx context.Context, p *inferenceProcessor) {
+	for kind, n := range t.requests {
+		if n > 0 {
+			p.tel.ProcessorInferenceRequests.Add(ctx, n, p.providerOpts[request.Kind(kind)]...)
+		}
 	}
+	if t.phaseSpans > 0 {
+		p.tel.ProcessorInferencePhaseSpans.Add(ctx, t.phaseSpans)
+	}
+	if t.contentAttrs > 0 {
+		p.tel.ProcessorInferenceContentRemoved.Add(ctx, t.contentAttrs, p.attrOpt...)
+	}
+	if t.contentEvents > 0 {
+		p.tel.ProcessorInferenceContentRemoved.Add(ctx, t.contentEvents, p.eventOpt...)
+	}
+	*t = tally{}
 }
 
 // resourceInfo is what the processor reads from a resource: the same for
@@ -411,29 +459,34 @@ func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
 }
 
 // normalize writes the canonical attributes on spans.At(k) and appends its
-// phase spans to spans.
-func (p *inferenceProcessor) normalize(ctx context.Context, kind request.Kind, spans ptrace.SpanSlice, k int, ri *resourceInfo, q request.Queue) request.Result {
+// phase spans to spans; left is how many original spans from k on may get
+// phase spans too. What it returns is w's, valid until its next call.
+func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind request.Kind, spans ptrace.SpanSlice, k, left int, ri *resourceInfo, q request.Queue) (*request.Result, *stepsFound) {
 	span := spans.At(k)
-	r := request.Normalize(kind, span, &ri.facts, &p.settings, q)
-	p.countRemoved(ctx, r.ContentRemoved, 0)
+	t := &w.counts
+	r := request.Normalize(kind, span, &ri.facts, &p.settings, q, &w.scratch)
+	t.contentAttrs += int64(r.ContentRemoved)
+	found := &w.found
+	*found = stepsFound{}
 	if r.Processed {
-		return r
+		return r, found
 	}
 	if p.steps != nil && r.Request {
-		p.interTokenLatency(span, ri.instance, r.RequestID)
+		found.looked = true // nothing found, when the window is empty
+		if w.hasSteps(p) {
+			*found = p.interTokenLatency(span, ri.instance, r.RequestID)
+		}
 	}
 	if r.Request {
-		p.tel.ProcessorInferenceRequests.Add(ctx, 1, p.providerOpts[kind]...)
+		t.requests[kind]++
 	}
 	if len(r.Anomalies) > 0 {
 		p.countAnomalies(ctx, span, r)
 	}
 	if p.phaseSpans {
-		if added := addPhaseSpans(spans, k, r.Phases); added > 0 {
-			p.tel.ProcessorInferencePhaseSpans.Add(ctx, int64(added))
-		}
+		t.phaseSpans += int64(addPhaseSpans(spans, k, left, r.Phases))
 	}
-	return r
+	return r, found
 }
 
 // removeIndexes removes the spans at the given ascending indexes (the

@@ -109,18 +109,20 @@ func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
 func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Released) ptrace.Traces {
 	td := ptrace.NewTraces()
 	var b batchState
+	var w batchWork
+	defer w.counts.flush(ctx, p)
 	for _, rel := range out {
 		rs := rel.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
 		ri := p.readResource(rs.Resource())
-		r := p.normalize(ctx, request.KindSGLangRoot, ss.Spans(), 0, &ri,
+		r, found := p.normalize(ctx, &w, request.KindSGLangRoot, ss.Spans(), 0, 1, &ri,
 			request.Queue{Seconds: rel.Queue, Known: rel.QueueKnown, Start: rel.QueueStart})
 		span := ss.Spans().At(0)
-		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(&r), &r, false) {
+		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(r), r, false, found) {
 			continue // held for its steps' GPU figures; released by tickGPU
 		}
-		if p.wantsEngineSpan(span, &r) {
-			p.engineSpan(&b, span, &ri, &r, nil)
+		if p.wantsEngineSpan(span, r) {
+			p.engineSpan(&b, span, &ri, r, nil)
 		}
 		rel.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	}

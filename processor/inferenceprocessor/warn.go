@@ -52,7 +52,7 @@ func (l *warnLimiter) allow(kind string, now time.Time) (bool, int) {
 // countAnomalies counts a request span's anomalies by reason and warns
 // about the first of each reason (then once a minute), so they are seen
 // without scraping the collector's own metrics.
-func (p *inferenceProcessor) countAnomalies(ctx context.Context, span ptrace.Span, r request.Result) {
+func (p *inferenceProcessor) countAnomalies(ctx context.Context, span ptrace.Span, r *request.Result) {
 	for _, a := range r.Anomalies {
 		reason, key := a, ""
 		if i := strings.LastIndexByte(a, ':'); i >= 0 {

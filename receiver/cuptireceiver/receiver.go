@@ -180,9 +180,11 @@ func (r *cuptiReceiver) accept(ctx context.Context) {
 		r.mu.Lock()
 		if r.stopping || len(r.conns) >= r.cfg.MaxConnections {
 			r.mu.Unlock()
-			_ = conn.Close()
+			// Counted and logged before the close, so that a client that
+			// sees its connection end also finds it counted.
 			r.tb.ReceiverCuptiConnectionsRejected.Add(ctx, 1)
 			r.badLog.Warn("cupti connection rejected: max_connections reached", zap.Int("max_connections", r.cfg.MaxConnections))
+			_ = conn.Close()
 			continue
 		}
 		r.conns[conn] = struct{}{}

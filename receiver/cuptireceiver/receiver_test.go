@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/names"
@@ -41,6 +43,7 @@ type harness struct {
 	sink *consumertest.MetricsSink
 	tel  *componenttest.Telemetry
 	cfg  *Config
+	logs *observer.ObservedLogs
 }
 
 func start(t *testing.T, mutate func(*Config)) *harness {
@@ -62,7 +65,10 @@ func startWithSpans(t *testing.T, mutate func(*Config), spans *consumertest.Trac
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	sink := new(consumertest.MetricsSink)
-	r, err := newReceiver(metadatatest.NewSettings(tel), cfg)
+	set := metadatatest.NewSettings(tel)
+	core, logs := observer.New(zap.InfoLevel)
+	set.Logger = zap.New(core)
+	r, err := newReceiver(set, cfg)
 	require.NoError(t, err)
 	r.nextMetrics = sink
 	if spans != nil {
@@ -70,7 +76,7 @@ func startWithSpans(t *testing.T, mutate func(*Config), spans *consumertest.Trac
 	}
 	require.NoError(t, r.Start(t.Context(), componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
-	return &harness{r: r, sink: sink, tel: tel, cfg: cfg}
+	return &harness{r: r, sink: sink, tel: tel, cfg: cfg, logs: logs}
 }
 
 func (h *harness) counter(t *testing.T, name string) int64 {

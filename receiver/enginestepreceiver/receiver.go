@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/internal/unixsock"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
@@ -66,10 +67,14 @@ type engineStepReceiver struct {
 	once    sync.Once
 
 	// Owned by the read loop.
-	rings   *rings
-	dec     *stepwire.Decoder
-	resets  uint64 // dec.Resets() already counted
-	step    stepwire.Step
+	rings  *rings
+	dec    *stepwire.Decoder
+	resets uint64 // dec.Resets() already counted
+	step   stepwire.Step
+	mark   stepwire.Mark
+	// win takes the launch marks of executor workers (the collector's one
+	// correlation window, docs/architecture.md); nil before Start.
+	win     *gpuwindow.Window
 	conv    converter
 	sources map[sourceKey]*source
 	tick    uint64 // orders sources by when they were last heard
@@ -134,6 +139,7 @@ func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error
 		return fmt.Errorf("engine_step: stop pipe: %w", err)
 	}
 	r.stop = pipe[1]
+	r.win = gpuwindow.Acquire()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Go(func() {
@@ -167,6 +173,11 @@ func (r *engineStepReceiver) Shutdown(ctx context.Context) error {
 		case <-done:
 		case <-ctx.Done():
 			err = ctx.Err()
+		}
+		if r.win != nil {
+			// A read loop still running past ctx only feeds a window no one
+			// else shares any more.
+			r.win.Release()
 		}
 		r.tb.Shutdown()
 		if started {
@@ -381,15 +392,16 @@ func closeFDs(fds []int) {
 	}
 }
 
-// handle decodes one datagram and passes its span on. A bad datagram is
-// counted and dropped; nothing else is lost.
+// handle decodes one datagram (a step, or an executor worker's launch
+// mark) and passes its span (or mark) on. A bad datagram is counted and
+// dropped; nothing else is lost.
 func (r *engineStepReceiver) handle(ctx context.Context, b []byte) {
+	if stepwire.IsMark(b) {
+		r.handleMark(ctx, b)
+		return
+	}
 	if err := r.dec.Decode(b, &r.step); err != nil {
-		r.tb.ReceiverEngineStepBadDatagrams.Add(ctx, 1)
-		if n, ok := r.badLog.allow(r.now(), badLogInterval); ok {
-			r.set.Logger.Warn("dropped a bad engine step datagram",
-				zap.Error(err), zap.Int("bytes", len(b)), zap.Int("suppressed_since_last", n))
-		}
+		r.bad(ctx, err, len(b))
 		return
 	}
 	if n := r.dec.Resets(); n != r.resets {
@@ -411,10 +423,57 @@ func (r *engineStepReceiver) handle(ctx context.Context, b []byte) {
 	r.tb.ReceiverEngineStepSteps.Add(ctx, 1)
 }
 
+func (r *engineStepReceiver) bad(ctx context.Context, err error, size int) {
+	r.tb.ReceiverEngineStepBadDatagrams.Add(ctx, 1)
+	if n, ok := r.badLog.allow(r.now(), badLogInterval); ok {
+		r.set.Logger.Warn("dropped a bad engine step datagram",
+			zap.Error(err), zap.Int("bytes", size), zap.Int("suppressed_since_last", n))
+	}
+}
+
+// handleMark hands a worker's launch mark to the correlation window, which
+// ties the worker's kernel launches to the engine's steps by it.
+func (r *engineStepReceiver) handleMark(ctx context.Context, b []byte) {
+	m := &r.mark
+	if err := stepwire.DecodeMark(b, m); err != nil {
+		r.bad(ctx, err, len(b))
+		return
+	}
+	src := r.heardFrom(ctx, sourceKey{host: m.Host, pid: m.PID, index: markIndex})
+	if d := delta(src.dropped, m.HookDropped); d > 0 {
+		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(d))
+	}
+	src.dropped = m.HookDropped
+	r.tb.ReceiverEngineStepLaunchMarks.Add(ctx, 1)
+	if r.win != nil {
+		r.win.Mark(gpuwindow.MarkInfo{
+			Host: m.Host, PID: m.PID, PPID: m.PPID, Instance: m.InstanceID, Batch: m.Batch,
+			Start: m.StartUnixNs, End: m.EndUnixNs, ThreadID: m.ThreadID, Final: m.Final(),
+			ScheduledTokens: m.ScheduledTokens,
+		}, r.now())
+	}
+}
+
+// markIndex keys a worker's running counts apart from any engine of the
+// same process.
+const markIndex = ^uint32(0)
+
 // countHookCounts turns each hook's running counts (dropped datagrams,
 // evicted ids) into deltas.
 func (r *engineStepReceiver) countHookCounts(ctx context.Context, s *stepwire.Step) {
-	k := sourceKey{host: s.Host, pid: s.PID, index: s.EngineIndex}
+	src := r.heardFrom(ctx, sourceKey{host: s.Host, pid: s.PID, index: s.EngineIndex})
+	if d := delta(src.dropped, s.HookDropped); d > 0 {
+		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(d))
+	}
+	if d := delta(src.evicted, s.HookEvictedIDs); d > 0 {
+		r.tb.ReceiverEngineStepHookEvictedIds.Add(ctx, int64(d))
+	}
+	src.dropped, src.evicted = s.HookDropped, s.HookEvictedIDs
+}
+
+// heardFrom returns the running counts of hook k, tracked from now on if
+// new, and marks it heard from.
+func (r *engineStepReceiver) heardFrom(ctx context.Context, k sourceKey) *source {
 	src := r.sources[k]
 	if src == nil {
 		if len(r.sources) >= maxSources {
@@ -425,13 +484,7 @@ func (r *engineStepReceiver) countHookCounts(ctx context.Context, s *stepwire.St
 	}
 	r.tick++
 	src.heard = r.tick
-	if d := delta(src.dropped, s.HookDropped); d > 0 {
-		r.tb.ReceiverEngineStepHookDropped.Add(ctx, int64(d))
-	}
-	if d := delta(src.evicted, s.HookEvictedIDs); d > 0 {
-		r.tb.ReceiverEngineStepHookEvictedIds.Add(ctx, int64(d))
-	}
-	src.dropped, src.evicted = s.HookDropped, s.HookEvictedIDs
+	return src
 }
 
 // delta is how far a running count moved since last; a count below last

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
@@ -224,6 +225,60 @@ func TestVersion2CarriesResumedAndDegraded(t *testing.T) {
 	require.True(t, ok)
 	assert.True(t, v.Bool())
 	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_degraded_steps"))
+}
+
+// Version 4: the step's batch number and launch windows become span
+// attributes; executor workers' launch marks go to the correlation window.
+func TestLaunchWindowsAndMarks(t *testing.T) {
+	h := start(t, filepath.Join(socketDir(t), "s.sock"), nil)
+	step := readFixture(t, "vllm_async_prefill.bin")
+	var want stepwire.Step
+	require.NoError(t, stepwire.Decode(step, &want))
+	require.NotEmpty(t, want.Windows)
+	win := gpuwindow.Acquire()
+	defer win.Release()
+	before := win.Stats().Marks
+	h.send(t, step, readFixture(t, "marks/hello.bin"), readFixture(t, "marks/batch.bin"))
+	require.Eventually(t, func() bool {
+		return h.sink.SpanCount() == 1 && h.counter(t, "receiver_engine_step_launch_marks") == 2
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, before+2, win.Stats().Marks, "the marks reached the shared window")
+	assert.Zero(t, h.counter(t, "receiver_engine_step_bad_datagrams"))
+	a := spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0).Attributes()
+	get := func(k string) pcommon.Value {
+		v, ok := a.Get(k)
+		require.True(t, ok, k)
+		return v
+	}
+	assert.Equal(t, int64(want.Batch), get(names.AttrStepBatch).Int())
+	var starts, ends, threads []int64
+	for _, w := range want.Windows {
+		starts, ends, threads = append(starts, w.StartUnixNs), append(ends, w.EndUnixNs), append(threads, int64(w.ThreadID))
+	}
+	assert.Equal(t, starts, intSlice(get(names.AttrStepLaunchStarts)))
+	assert.Equal(t, ends, intSlice(get(names.AttrStepLaunchEnds)))
+	assert.Equal(t, threads, intSlice(get(names.AttrStepLaunchThreads)))
+	// The processor reads them back as the window's step info.
+	var si gpuwindow.StepInfo
+	si.ReadLaunchWindows(a)
+	assert.Equal(t, want.Batch, si.Batch)
+	require.Len(t, si.Windows, len(want.Windows))
+	assert.Equal(t, want.Windows[0].StartUnixNs, si.Windows[0].Start)
+
+	// An older step has neither.
+	h.send(t, readFixture(t, "v3/vllm_spec.bin"))
+	require.Eventually(t, func() bool { return h.sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
+	a = spans(h.sink.AllTraces())[1].ScopeSpans().At(0).Spans().At(0).Attributes()
+	_, ok := a.Get(names.AttrStepBatch)
+	assert.False(t, ok)
+	_, ok = a.Get(names.AttrStepLaunchStarts)
+	assert.False(t, ok)
+
+	// A bad mark is counted and dropped, like a bad step.
+	bad := readFixture(t, "marks/batch.bin")
+	h.send(t, bad[:20])
+	require.Eventually(t, func() bool { return h.counter(t, "receiver_engine_step_bad_datagrams") == 1 },
+		5*time.Second, 5*time.Millisecond)
 }
 
 func TestBadDatagramsAreCountedLoggedAtARateAndNeverFatal(t *testing.T) {
@@ -427,7 +482,8 @@ func TestIDsAreStablePerInstanceAndStep(t *testing.T) {
 func FuzzHandle(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(fixtures, "*.bin"))
 	old, _ := filepath.Glob(filepath.Join(fixtures, "v*", "*.bin"))
-	files = append(files, old...)
+	marks, _ := filepath.Glob(filepath.Join(fixtures, "marks", "*.bin"))
+	files = append(append(files, old...), marks...)
 	sort.Strings(files)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {

@@ -97,6 +97,22 @@ func (c converter) traces(s *stepwire.Step) ptrace.Traces {
 	if s.Degraded() {
 		a.PutBool(names.AttrStepDegraded, true)
 	}
+	if s.Batch != 0 {
+		a.PutInt(names.AttrStepBatch, int64(s.Batch))
+	}
+	if len(s.Windows) > 0 {
+		starts := a.PutEmptySlice(names.AttrStepLaunchStarts)
+		ends := a.PutEmptySlice(names.AttrStepLaunchEnds)
+		threads := a.PutEmptySlice(names.AttrStepLaunchThreads)
+		starts.EnsureCapacity(len(s.Windows))
+		ends.EnsureCapacity(len(s.Windows))
+		threads.EnsureCapacity(len(s.Windows))
+		for _, w := range s.Windows {
+			starts.AppendEmpty().SetInt(w.StartUnixNs)
+			ends.AppendEmpty().SetInt(w.EndUnixNs)
+			threads.AppendEmpty().SetInt(int64(w.ThreadID))
+		}
+	}
 	return td
 }
 

@@ -14,6 +14,7 @@ Environment:
   INFERPROF_STEP_ENDPOINT    socket path (default /tmp/inferprof/engine-step.sock)
   INFERPROF_STEP_RING_BYTES  ring size (default 4 MiB); 0 sends datagrams only
   INFERPROF_HOOK_DISABLED    1/true/yes/on turns the hook off
+  INFERPROF_LAUNCH_WINDOWS   0/false/no/off: steps carry no launch windows
   OTEL_SERVICE_NAME          service.name of the step spans (default: engine name)
   OTEL_RESOURCE_ATTRIBUTES   its service.instance.id names the engine instance
 """
@@ -40,7 +41,9 @@ def _targets():
         from . import sglang, vllm
 
         _TARGETS[vllm.MODULE] = vllm.patch
+        _TARGETS[vllm.WORKER_MODULE] = vllm.patch_worker
         _TARGETS[sglang.MODULE] = sglang.patch
+        _TARGETS[sglang.OVERLAP_MODULE] = sglang.patch_overlap_thread
     return _TARGETS
 
 

@@ -6,6 +6,7 @@
 import logging
 import os
 import socket as _socket
+import threading
 import weakref
 from urllib.parse import unquote
 
@@ -16,6 +17,7 @@ logger = logging.getLogger("inferprof_hook")
 ENV_ENDPOINT = "INFERPROF_STEP_ENDPOINT"
 ENV_DISABLED = "INFERPROF_HOOK_DISABLED"
 ENV_RESOURCE = "OTEL_RESOURCE_ATTRIBUTES"
+ENV_WINDOWS = "INFERPROF_LAUNCH_WINDOWS"
 DEFAULT_ENDPOINT = "/tmp/inferprof/engine-step.sock"
 
 _warned = set()
@@ -27,8 +29,28 @@ _retired = [0, 0]
 rings_opened = 0
 
 
+class _Thread(threading.local):
+    """The calling thread's native id (gettid), read once per thread: the
+    launch windows name the thread that launched, and CPython's
+    threading.get_native_id is a system call each time."""
+
+    def __init__(self):
+        self.id = threading.get_native_id() & 0xFFFFFFFF
+
+
+thread = _Thread()
+
+
 def disabled():
     return os.environ.get(ENV_DISABLED, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def launch_windows():
+    """Whether steps carry their batch's launch windows (and vLLM's
+    executor workers send launch marks); INFERPROF_LAUNCH_WINDOWS=0 turns
+    them off, and the collector then ties kernels to steps by the steps'
+    time ranges."""
+    return os.environ.get(ENV_WINDOWS, "").strip().lower() not in ("0", "false", "no", "off")
 
 
 def endpoint():

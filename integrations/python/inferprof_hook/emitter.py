@@ -22,6 +22,7 @@ MAX_CACHED_IDS = 65536
 # long to wait after the collector left a ring unread.
 RING_RETRY_NS = 1_000_000_000
 RING_GIVE_UP_NS = 60_000_000_000
+WINDOW_SIZE = wire.WINDOW.size
 
 
 def service_name(default):
@@ -37,7 +38,7 @@ class Emitter:
     """
 
     __slots__ = ("engine", "engine_index", "sender", "ident", "step", "ids", "pid", "prefix",
-                 "pack_into", "scratch", "room", "evicted", "degraded", "head", "sent", "dropped", "ring",
+                 "pack_into", "scratch", "room", "heads", "evicted", "degraded", "head", "sent", "dropped", "ring",
                  "ring_at", "capacity", "__weakref__")
 
     def __init__(self, engine, engine_name, engine_version, engine_index, sender):
@@ -76,10 +77,21 @@ class Emitter:
         # The frame, header and identity of a record that does not go
         # straight into the ring.
         self.scratch = bytearray(head.size)
-        # A record is the frame, the header, the identity, then the body.
+        # A record is the frame, the header, the identity, the launch
+        # windows, then the body.
         self.head = wire.HEADER_SIZE + len(ident)
+        # The same, and room, for records with n windows, made when needed.
+        self.heads = [None] * (wire.MAX_WINDOWS + 1)
         # Bytes left for token entries and preempted/resumed ids in one record.
         self.room = wire.MAX_DATAGRAM - self.head
+
+    def _head(self, nw):
+        """pack_into, scratch buffer and size of the header, identity and
+        nw launch windows, and the room left (see set_identity)."""
+        h = wire.head_struct(self.ident, nw)
+        self.heads[nw] = got = (h.pack_into, bytearray(h.size), self.head + nw * WINDOW_SIZE,
+                                self.room - nw * WINDOW_SIZE)
+        return got
 
     def _put(self, rid, e):
         ids = self.ids
@@ -114,7 +126,7 @@ class Emitter:
         self.ids.pop(rid, None)
 
     def emit(self, start_ns, end_ns, prefill, decode, scheduled, running, waiting,
-             kv_usage, entries, preempted=(), resumed=()):
+             kv_usage, entries, preempted=(), resumed=(), batch=0, windows=()):
         """Encodes one step and writes it to the ring, or sends it.
 
         This is wire.encode specialised for the hot path: the frame, header
@@ -122,7 +134,9 @@ class Emitter:
         a datagram or a record that wraps, into a scratch buffer), and
         out-of-range counts are not masked (struct.error then reaches the
         hook, which logs it once and loses only this step). See
-        ring.Ring.write for the protocol.
+        ring.Ring.write for the protocol. windows is the batch's launch
+        windows as a flat (start_ns, end_ns, thread id, ...) list, at most
+        wire.MAX_WINDOWS of them, ends not before starts.
         """
         self.step += 1
         flags = wire.FLAG_DEGRADED if self.degraded else 0
@@ -148,11 +162,20 @@ class Emitter:
         else:
             m = k = 0
             over = False
+        if windows:
+            # A flat (start, end, thread, ...) list, checked by the caller
+            # (wire.flat_windows): packed with the header, right after the
+            # identity, in the same call.
+            nw = len(windows) // 3
+            pack_into, scratch, head, room = self.heads[nw] or self._head(nw)
+        else:
+            nw = 0
+            pack_into, scratch, head, room = self.pack_into, self.scratch, self.head, self.room
         # Entries take at least 4 bytes each, so within room n < 65536.
-        if over or len(body) > self.room:
-            body, n, m, k = wire.truncate(self.room, entries, preempted, resumed)
+        if over or len(body) > room:
+            body, n, m, k = wire.truncate(room, entries, preempted, resumed)
             flags |= wire.FLAG_IDS_TRUNCATED
-        size = self.head + len(body)  # the record without its frame
+        size = head + len(body)  # the record without its frame
         total = size + 4
         r = self.ring
         if r is not None:
@@ -167,13 +190,24 @@ class Emitter:
                 buf = r.mm
                 at = HEADER_BYTES + pos
             else:
-                buf, at = self.scratch, 0
+                buf, at = scratch, 0
         else:
-            buf, at = self.scratch, 0
-        self.pack_into(
-            buf, at, size, self.prefix, flags, self.pid, self.engine_index, self.step, start_ns,
-            end_ns, prefill, decode, scheduled, running, waiting, kv, self.dropped, self.evicted,
-            n, m, k, self.ident)
+            buf, at = scratch, 0
+        if nw == 1:  # vLLM's usual step: no star call
+            pack_into(
+                buf, at, size, self.prefix, flags, self.pid, self.engine_index, self.step, start_ns,
+                end_ns, prefill, decode, scheduled, running, waiting, kv, self.dropped, self.evicted,
+                n, m, k, batch, 1, self.ident, windows[0], windows[1], windows[2])
+        elif nw:
+            pack_into(
+                buf, at, size, self.prefix, flags, self.pid, self.engine_index, self.step, start_ns,
+                end_ns, prefill, decode, scheduled, running, waiting, kv, self.dropped, self.evicted,
+                n, m, k, batch, nw, self.ident, *windows)
+        else:
+            pack_into(
+                buf, at, size, self.prefix, flags, self.pid, self.engine_index, self.step, start_ns,
+                end_ns, prefill, decode, scheduled, running, waiting, kv, self.dropped, self.evicted,
+                n, m, k, batch, 0, self.ident)
         if r is None:
             if self.capacity and end_ns >= self.ring_at and self._open_ring(end_ns):
                 return self._ring_write(bytes(buf) + body)
@@ -184,7 +218,7 @@ class Emitter:
             return False
         if buf is r.mm:
             if body:
-                at += self.head + 4
+                at += head + 4
                 buf[at:at + len(body)] = body
         else:
             r.put(bytes(buf) + body)
@@ -198,6 +232,32 @@ class Emitter:
             r.wake(sleep)
         if end_ns >= r.check_at and not r.check(end_ns):
             self._close_ring(end_ns + RING_GIVE_UP_NS)
+        return True
+
+    def send_record(self, rec, now_ns):
+        """Writes one record (a launch mark) to the ring, or sends it; the
+        plain path of emit (no system call unless the reader sleeps), for
+        an executor worker's one mark per batch."""
+        r = self.ring
+        if r is None:
+            if self.capacity and now_ns >= self.ring_at and self._open_ring(now_ns):
+                return self._ring_write(wire.FRAME.pack(len(rec)) + rec)
+            if self.sender.send(rec):
+                self.sent += 1
+                return True
+            self.dropped += 1
+            return False
+        if not r.write(wire.FRAME.pack(len(rec)) + rec):
+            self.dropped += 1
+            if now_ns >= r.check_at and not r.check(now_ns):
+                self._close_ring(now_ns + RING_GIVE_UP_NS)
+            return False
+        self.sent += 1
+        sleep = r.q[W_SLEEP]
+        if sleep & 1:
+            r.wake(sleep)
+        if now_ns >= r.check_at and not r.check(now_ns):
+            self._close_ring(now_ns + RING_GIVE_UP_NS)
         return True
 
     def _ring_write(self, rec):

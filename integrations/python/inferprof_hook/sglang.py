@@ -23,18 +23,50 @@ Retractions (SGLang's preemptions) happen in update_running_batch, which
 drops retracted requests from the decode batch it is preparing; they are
 reported with that batch, and reported again as resumed when a prefill batch
 takes them back.
+
+Launch windows. The scheduler thread launches a batch's GPU work itself
+(run_batch calls model_worker.forward_batch_generation inside
+forward_stream_ctx; scheduler.py @0003215c), in four places, and the step
+carries each as a launch window: get_next_batch_to_run, which prepares the
+batch (prepare_for_extend/prepare_for_decode allocate KV slots and build
+its tensors on the schedule stream); run_batch (the forward, and sampling
+unless it is delayed); launch_batch_sample_if_needed, which the overlap
+loop calls after processing the previous batch (sampling that waits for a
+grammar); and process_batch_result (frees and caches what the batch
+finished). The overlap loop runs these for batch N while N-1 is processed,
+so the step's time range alone would hold the wrong launches.
+
+SGLang before the future-map overlap (TpModelWorkerClient,
+managers/tp_worker_overlap_thread.py @0045f98e) ran the forward on a thread
+of its own: run_batch put (model_worker_batch, future id) on the client's
+input_queue, and forward_thread_func_ took each off in order, resolved its
+input ids, ran forward_batch_generation, wrote the future token map and
+started the copy to the CPU. Each iteration of that thread is the batch's
+launch window on that thread: the hook gives that module a Queue whose put
+remembers the batch being run and whose get opens a window for it and
+closes the thread's previous one (patch_overlap_thread).
 """
 
 import collections
 import functools
 import operator
+import threading
 import time
 
 from . import _state, wire
 from .emitter import Emitter
 
 MODULE = "sglang.srt.managers.scheduler"
+# Older SGLang's forward thread (TpModelWorkerClient).
+OVERLAP_MODULE = "sglang.srt.managers.tp_worker_overlap_thread"
 _ATTR = "_inferprof_step"
+
+# The launch being run by run_batch, while it runs (one scheduler per
+# process); the forward thread's queue items, by id, to their launch; the
+# forward thread's open window, by thread id.
+_running = None
+_queued = {}
+_open = {}
 
 # The SGLang sources this hook was written and tested against (see the README).
 CHECKED = ("sgl-project/sglang main: srt/managers/scheduler.py @0003215c, "
@@ -51,12 +83,15 @@ class _Launch:
     """A batch as run_batch launched it."""
 
     __slots__ = ("batch", "reqs", "t0", "kind", "prefill", "decode", "scheduled",
-                 "retracted", "resumed")
+                 "retracted", "resumed", "number", "windows")
 
     def __init__(self, batch, reqs, t0):
         self.batch = batch
         self.reqs = reqs
         self.t0 = t0
+        self.number = 0
+        # (start_ns, end_ns, thread id) of the calls that launched its work.
+        self.windows = []
         self.kind = 0  # 0: nothing to report (idle), 1: extend, 2: decode
         self.prefill = self.decode = self.scheduled = 0
         self.retracted = ()
@@ -65,7 +100,7 @@ class _Launch:
 
 class _Step:
     __slots__ = ("emitter", "launched", "last_end", "retracted", "retracted_next", "checked",
-                 "missing", "draft_tokens")
+                 "missing", "draft_tokens", "batches", "prep", "windows")
 
     def __init__(self, emitter, missing, draft_tokens):
         self.emitter = emitter
@@ -80,6 +115,11 @@ class _Step:
         self.checked = False
         self.missing = missing
         self.draft_tokens = draft_tokens
+        # run_batch calls so far: the number of the last batch.
+        self.batches = 0
+        # The get_next_batch_to_run call that prepared the next batch.
+        self.prep = None
+        self.windows = _state.launch_windows()
 
 
 def patch(module):
@@ -93,7 +133,9 @@ def patch(module):
         return []
     wrapped = []
     for name, wrap in (("run_batch", _wrap_run), ("process_batch_result", _wrap_process),
-                       ("update_running_batch", _wrap_update_running)):
+                       ("update_running_batch", _wrap_update_running),
+                       ("get_next_batch_to_run", _wrap_next),
+                       ("launch_batch_sample_if_needed", _wrap_sample)):
         fn = cls.__dict__.get(name)
         if fn is None:
             continue
@@ -149,8 +191,55 @@ def _state_of(sched):
     return st
 
 
+def _wrap_next(fn):
+    time_ns = time.time_ns
+    thread = _state.thread
+
+    @functools.wraps(fn)
+    def get_next_batch_to_run(self, *args, **kwargs):
+        st = self.__dict__.get(_ATTR)
+        if st is None:
+            st = _state_of(self)
+        if st is False or not st.windows:
+            return fn(self, *args, **kwargs)
+        t0 = time_ns()
+        out = fn(self, *args, **kwargs)
+        # Current SGLang returns a NextBatchPlan, older a ScheduleBatch.
+        batch = getattr(out, "batch_to_run", out)
+        st.prep = (t0, time_ns(), thread.id) if batch else None
+        return out
+
+    get_next_batch_to_run._inferprof_wrapped = True
+    return get_next_batch_to_run
+
+
+def _wrap_sample(fn):
+    time_ns = time.time_ns
+    thread = _state.thread
+
+    @functools.wraps(fn)
+    def launch_batch_sample_if_needed(self, batch_result, cur_batch, *args, **kwargs):
+        st = self.__dict__.get(_ATTR)
+        if st is None:
+            st = _state_of(self)
+        # Only a delayed sample launches anything (delay_sample_func).
+        if st is False or not st.windows or getattr(batch_result, "delay_sample_func", None) is None:
+            return fn(self, batch_result, cur_batch, *args, **kwargs)
+        t0 = time_ns()
+        try:
+            return fn(self, batch_result, cur_batch, *args, **kwargs)
+        finally:
+            q = st.launched
+            if q and q[-1].batch is cur_batch and len(q[-1].windows) < wire.MAX_WINDOWS:
+                q[-1].windows.append((t0, time_ns(), thread.id))
+
+    launch_batch_sample_if_needed._inferprof_wrapped = True
+    return launch_batch_sample_if_needed
+
+
 def _wrap_run(fn):
     time_ns = time.time_ns
+    thread = _state.thread
 
     @functools.wraps(fn)
     def run_batch(self, batch, *args, **kwargs):
@@ -159,14 +248,27 @@ def _wrap_run(fn):
             st = _state_of(self)
         if st is False:
             return fn(self, batch, *args, **kwargs)
+        global _running
         launch = None
+        t0 = time_ns()
         try:
-            launch = _capture(st, batch, time_ns())
+            launch = _capture(st, batch, t0)
         except Exception:
             _state.fail_once("sglang run_batch", self)
-        out = fn(self, batch, *args, **kwargs)
+        _running = launch
+        try:
+            out = fn(self, batch, *args, **kwargs)
+        finally:
+            _running = None
         if launch is not None:
+            if st.windows:
+                st.batches += 1
+                launch.number = st.batches
+                if st.prep is not None:
+                    launch.windows.append(st.prep)
+                launch.windows.append((t0, time_ns(), thread.id))
             st.launched.append(launch)
+        st.prep = None
         return out
 
     run_batch._inferprof_wrapped = True
@@ -255,6 +357,7 @@ def _wrap_process(fn):
         if st is False:
             return fn(self, batch, *args, **kwargs)
         launch = before = None
+        t0 = time_ns()
         try:
             launch = _match(st, batch)
             if launch.kind:
@@ -264,6 +367,8 @@ def _wrap_process(fn):
         out = fn(self, batch, *args, **kwargs)
         t1 = time_ns()
         if before is not None:
+            if st.windows and len(launch.windows) < wire.MAX_WINDOWS:
+                launch.windows.append((t0, t1, _state.thread.id))
             try:
                 _after(self, st, batch, launch, before, t1)
             except Exception:
@@ -349,6 +454,64 @@ def _after(sched, st, batch, launch, before, t1):
             kv = 1.0 - free / total
     except Exception:
         kv = None
+    windows = launch.windows
+    if _open:
+        # A forward thread's window still open: that thread is finishing
+        # the batch's iteration now.
+        windows = [(a, t1 if b is None else b, t) for a, b, t in windows]
+    windows = wire.flat_windows(windows) if windows else ()
     em.emit(t0, t1, launch.prefill, launch.decode, launch.scheduled, running, waiting, kv,
             entries, [wire.id_bytes(r) for r in launch.retracted] if launch.retracted else (),
-            [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else ())
+            [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else (),
+            launch.number, windows)
+
+
+def patch_overlap_thread(module):
+    """Gives older SGLang's forward thread module a Queue that times each
+    batch's iteration of the thread; returns the names wrapped."""
+    base = getattr(module, "Queue", None)
+    if base is None or getattr(module, "TpModelWorkerClient", None) is None or not _state.launch_windows():
+        return []
+    if not getattr(base, "_inferprof_wrapped", False):
+        module.Queue = _timed_queue(base)
+    return ["Queue"]
+
+
+def _timed_queue(base):
+    time_ns = time.time_ns
+    thread = _state.thread
+
+    class Queue(base):
+        """The forward thread's input queue: put (run_batch, on the
+        scheduler thread) remembers the batch an item belongs to; get (the
+        forward thread) closes the thread's previous window and opens one
+        for the batch of the item it returns."""
+
+        _inferprof_wrapped = True
+
+        def put(self, item, *args, **kwargs):
+            launch = _running
+            if launch is not None and type(item) is tuple and item:
+                try:
+                    if len(_queued) >= 64:
+                        _queued.pop(next(iter(_queued)))
+                    _queued[id(item[0])] = launch
+                except Exception:
+                    _state.fail_once("sglang forward queue put")
+            return base.put(self, item, *args, **kwargs)
+
+        def get(self, *args, **kwargs):
+            tid = thread.id
+            w = _open.pop(tid, None)
+            if w is not None:
+                w[1] = time_ns()
+            item = base.get(self, *args, **kwargs)
+            if type(item) is tuple and item:
+                launch = _queued.pop(id(item[0]), None)
+                if launch is not None and len(launch.windows) < wire.MAX_WINDOWS:
+                    w = [time_ns(), None, tid]
+                    launch.windows.append(w)
+                    _open[tid] = w
+            return item
+
+    return Queue

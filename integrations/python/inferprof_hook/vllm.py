@@ -15,6 +15,30 @@ to learn when each batch was scheduled.
 A step runs from when its batch was scheduled, or from the end of the
 previous update if that came later, to the return of its update.
 
+Launch windows. Under async scheduling that range holds the next batch's
+launches too (step_with_batch_queue launches batch N+1 before it waits for
+N), so each step also carries the intervals in which its own batch was
+launched on the engine thread, taken from the two calls the hook already
+times, with no clock read or wrapper of their own: vLLM calls execute_model,
+then sample_tokens, right after schedule() returns and before the next
+schedule() or the end of the next update_from_output (EngineCore.step and
+step_with_batch_queue, vllm/v1/engine/core.py @00080ee1; one execute_model
+per schedule() in both), and the scheduler itself launches nothing (it runs
+on the CPU), so a batch's window runs from its schedule() call to the next
+schedule() call or update end. The deferred sampling of a structured-output
+batch (step_with_batch_queue calls sample_tokens for the newest batch after
+update_from_output of the previous one) is covered by keeping the newest
+batch's window open from the end of an update to the next schedule(). With
+the uniprocess executor (one GPU) these calls run the worker on the engine
+thread (UniProcExecutor.collective_rpc -> run_method(driver_worker, ...),
+vllm/v1/executor/uniproc_executor.py @01e4fce0), so that is where the
+batch's kernels are launched. With the multiprocess executor (tensor
+parallelism) they only enqueue the call for the worker processes, which
+launch when their main thread takes it off the queue
+(WorkerProc.worker_busy_loop, multiproc_executor.py @00f6c9bf); the hook
+then runs in each worker too (patch_worker) and sends a launch mark per
+call, numbered as the engine numbers schedule() calls.
+
 EngineCore.__init__ is patched at class level, so the hook attaches to every
 engine as it is built. EngineCore.preprocess_add_request is patched to
 record the API request id of each request as it arrives: vLLM makes its own
@@ -28,12 +52,15 @@ Only counts and request ids are read: never prompt or output token values
 
 import collections
 import functools
+import os
 import time
 
 from . import _state, wire
 from .emitter import Emitter
 
 MODULE = "vllm.v1.engine.core"
+# Where the multiprocess executor's worker processes live.
+WORKER_MODULE = "vllm.v1.executor.multiproc_executor"
 _ATTR = "_inferprof_step"
 
 # The vLLM sources this hook was written and tested against (see the README).
@@ -53,14 +80,26 @@ class _Step:
     """Hook state attached to one EngineCore instance."""
 
     __slots__ = ("emitter", "scheduler", "scheduled", "last_end", "preempted", "checked",
-                 "has_preprocess")
+                 "has_preprocess", "batches", "open", "windows", "tid")
 
     def __init__(self, emitter, scheduler, has_preprocess):
         self.emitter = emitter
         self.scheduler = scheduler
-        # (SchedulerOutput, time schedule() was called), oldest first. The
-        # batch queue holds at most max_concurrent_batches of them.
+        # [SchedulerOutput, time schedule() was called, batch number, launch
+        # window end], oldest first (see _wrap_schedule). The batch queue holds at most
+        # max_concurrent_batches of them.
         self.scheduled = collections.deque(maxlen=16)
+        # schedule() calls so far: the number of the last batch. Worker
+        # processes count their execute_model calls, one per schedule().
+        self.batches = 0
+        # The entry whose launch window is open.
+        self.open = None
+        self.windows = _state.launch_windows()
+        # The engine thread's id (gettid): EngineCoreProc is built and runs
+        # its busy loop on one thread (run_engine_core, core.py @00080ee1);
+        # read again at the first step in case an embedder steps the engine
+        # on another thread than it built it on.
+        self.tid = _state.thread.id
         self.last_end = 0
         # Preempted request ids not yet resumed (dict as an ordered set).
         self.preempted = {}
@@ -144,18 +183,36 @@ def _attach(core):
     return st
 
 
+# A scheduled entry is [SchedulerOutput, time schedule() was called, batch
+# number, end of its launch window]. The window starts at the schedule()
+# call and reuses the step's own clock reads: it ends at the next
+# schedule() call or update end (0 while open; st.open is then the entry).
+# vLLM's engine thread launches a batch in one window: the newest batch's
+# window, ended by an update, is reopened rather than a second one begun.
+
+
 def _wrap_schedule(st, schedule):
     time_ns = time.time_ns
     scheduled = st.scheduled
     append = scheduled.append
+    windows = st.windows
 
     @functools.wraps(schedule)
     def caught_schedule(*args, **kwargs):
         t = time_ns()
+        o = st.open
+        if o is not None:
+            o[3] = t
         # vLLM calls schedule() bare; forwarding nothing skips building the
         # call from *args and **kwargs on every step.
         so = schedule(*args, **kwargs) if args or kwargs else schedule()
-        append((so, t))
+        if windows:
+            # execute_model and sample_tokens follow: the batch's launches.
+            st.batches += 1
+            st.open = e = [so, t, st.batches, 0]
+            append(e)
+        else:
+            append([so, t, 0, 0])
         return so
 
     return caught_schedule
@@ -163,6 +220,7 @@ def _wrap_schedule(st, schedule):
 
 def _wrap_update(st, update):
     time_ns = time.time_ns
+    scheduled = st.scheduled
 
     @functools.wraps(update)
     def update_from_output(scheduler_output, model_output, *args, **kwargs):
@@ -171,29 +229,42 @@ def _wrap_update(st, update):
         else:
             out = update(scheduler_output, model_output)
         t1 = time_ns()
+        o = st.open
+        if o is not None:
+            o[3] = t1
+            st.open = None
         try:
             _after(st, scheduler_output, out, t1)
         except Exception:
             _state.fail_once("vllm step", st.scheduler)
         st.last_end = t1
+        if scheduled:
+            # Until the next schedule(), the newest batch not yet updated
+            # may still be sampled (deferred structured-output sampling):
+            # its window, ended just now, goes on.
+            o = scheduled[-1]
+            if o[3] == t1:
+                st.open = o
         return out
 
     return update_from_output
 
 
-def _scheduled_at(st, so, t1):
-    """When so was scheduled; drops older entries that never got an update."""
+def _scheduled_entry(st, so, t1):
+    """The scheduled entry of so; drops older entries that never got an
+    update."""
     q = st.scheduled
     while q:
-        s, t = q.popleft()
-        if s is so:
-            return t
-    return st.last_end or t1
+        e = q.popleft()
+        if e[0] is so:
+            return e
+    return [so, st.last_end or t1, 0, 0]
 
 
 def _check(st, so):
     """First step: what this vLLM version offers that the hook reads."""
     st.checked = True
+    st.tid = _state.thread.id
     missing = []
     cached = getattr(so, "scheduled_cached_reqs", None)
     if not st.has_preprocess:
@@ -219,9 +290,10 @@ def _after(st, so, out, t1):
     # The batch updated is the oldest scheduled one, unless a schedule()
     # never got its update.
     if q and q[0][0] is so:
-        t0 = q.popleft()[1]
+        rec = q.popleft()
     else:
-        t0 = _scheduled_at(st, so, t1)
+        rec = _scheduled_entry(st, so, t1)
+    t0 = rec[1]
     if t0 < st.last_end:
         t0 = st.last_end  # async: scheduled while the previous batch was updated
     if not st.checked:
@@ -268,7 +340,11 @@ def _after(st, so, out, t1):
     # A schedule() that found nothing to run (requests waiting for remote KV
     # or grammar compilation) is not a step; vLLM retries it every 1 ms.
     if scheduled or entries or pre:
-        _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1)
+        batch = rec[2]
+        # Its launch window: from its schedule() call (rec[1], not t0) to
+        # rec[3]; a wall clock stepping back leaves it empty.
+        _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1, batch,
+              (rec[1], rec[3], st.tid) if batch and rec[3] >= rec[1] else ())
     if finished:
         ids = em.ids
         pending = st.preempted
@@ -297,7 +373,7 @@ def _entries(em, outputs):
     return entries
 
 
-def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1):
+def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1, batch, windows):
     cached = so.scheduled_cached_reqs
     req_ids = cached.req_ids
     pending = st.preempted
@@ -371,7 +447,7 @@ def _emit(st, em, so, new, spec, scheduled, entries, pre, t0, t1):
     except Exception:
         kv = None
     em.emit(t0, t1, prefill, decode, scheduled, running, waiting, kv, entries,
-            preempted_b, resumed_b)
+            preempted_b, resumed_b, batch, windows)
 
 
 def _alias_new(em, sched, new_reqs):
@@ -387,3 +463,113 @@ def _alias_new(em, sched, new_reqs):
             ext = getattr(reqs.get(rid), "external_req_id", None)
             if ext:
                 em.alias(rid, ext)
+
+
+class _Worker:
+    """Hook state of one executor worker process: its batch count and the
+    emitter its launch marks go out through."""
+
+    __slots__ = ("emitter", "ident", "pid", "ppid", "batch", "tokens")
+
+    def __init__(self):
+        self.emitter = Emitter(wire.ENGINE_VLLM, "vllm", _state.version("vllm"), 0, _state.sender())
+        iid = _state.instance_id()
+        # The host as the step records and the CUPTI library name it.
+        self.ident = wire.mark_identity(_state.engine_host(), iid)
+        self.pid = os.getpid()
+        self.ppid = os.getppid()
+        self.batch = 0
+        self.tokens = 0
+
+    def mark(self, t0, t1):
+        """Sends the batch's one launch mark (final: no other follows)."""
+        rec = wire.encode_mark(wire.ENGINE_VLLM, self.pid, self.ppid, self.batch, t0, t1,
+                               _state.thread.id, self.tokens, self.emitter.dropped,
+                               self.ident, True)
+        self.emitter.send_record(rec, t1)
+
+
+def patch_worker(module):
+    """Patches module.WorkerProc (vLLM's multiprocess executor worker) so
+    that each worker process sends launch marks; returns the names wrapped."""
+    cls = getattr(module, "WorkerProc", None)
+    fn = cls.__dict__.get("__init__") if cls is not None else None
+    if fn is None or not _state.launch_windows():
+        return []
+    if not getattr(fn, "_inferprof_wrapped", False):
+        cls.__init__ = _wrap_worker_init(fn)
+    return ["WorkerProc.__init__"]
+
+
+def _wrap_worker_init(fn):
+    @functools.wraps(fn)
+    def __init__(self, *args, **kwargs):
+        fn(self, *args, **kwargs)
+        try:
+            _attach_worker(self.worker)
+        except Exception:
+            _state.fail_once("vllm worker attach", self)
+
+    __init__._inferprof_wrapped = True
+    return __init__
+
+
+def _attach_worker(wrapper):
+    """Wraps execute_model and sample_tokens on the worker's
+    WorkerWrapperBase instance: the worker's busy loop calls
+    getattr(self.worker, method), which finds them before the wrapper's
+    class method or its __getattr__ (vllm/v1/worker/worker_base.py
+    @02432253). One execute_model call per batch, as in the engine, so the
+    k-th call here is the engine's batch k.
+
+    One mark per batch: from its execute_model call to the end of its
+    sample_tokens call, or of execute_model when that returned the output
+    (no sample_tokens follows). The worker's busy loop takes calls in the
+    order the engine enqueued them, and the engine enqueues a batch's
+    sample_tokens before the next batch's execute_model, so nothing of
+    another batch runs in between."""
+    execute = wrapper.execute_model
+    sample = getattr(wrapper, "sample_tokens", None)
+    ws = _Worker()
+    time_ns = time.time_ns
+    now = time_ns()
+    ws.mark(now, now)  # hello: batch 0, marks will follow
+    # When the batch awaiting its sample_tokens began (0: none).
+    started = [0]
+
+    @functools.wraps(execute)
+    def execute_model(scheduler_output, *args, **kwargs):
+        t0 = time_ns()
+        out = None
+        try:
+            out = execute(scheduler_output, *args, **kwargs)
+            return out
+        finally:
+            try:
+                ws.batch += 1
+                ws.tokens = scheduler_output.total_num_scheduled_tokens
+                if out is None and sample is not None:
+                    started[0] = t0  # sample_tokens follows for this batch
+                else:
+                    started[0] = 0
+                    ws.mark(t0, time_ns())
+            except Exception:
+                _state.fail_once("vllm worker execute_model")
+
+    wrapper.execute_model = execute_model
+    if not callable(sample):
+        return
+
+    @functools.wraps(sample)
+    def sample_tokens(*args, **kwargs):
+        t0 = time_ns()
+        try:
+            return sample(*args, **kwargs)
+        finally:
+            try:
+                ws.mark(started[0] or t0, time_ns())
+                started[0] = 0
+            except Exception:
+                _state.fail_once("vllm worker sample_tokens")
+
+    wrapper.sample_tokens = sample_tokens

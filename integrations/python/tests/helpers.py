@@ -24,7 +24,10 @@ from guard import Guarded  # noqa: E402
 from inferprof_hook import _state, ring, wire  # noqa: E402
 
 # What a step datagram and a batch of the fakes' ground truth share.
-FIELDS = ("request_ids", "request_tokens", "prefill", "decode", "scheduled_tokens", "preempted", "resumed")
+# The batch number too: the hook counts the executor's calls (vLLM) or
+# run_batch (SGLang), and the fakes number their batches themselves.
+FIELDS = ("request_ids", "request_tokens", "prefill", "decode", "scheduled_tokens", "preempted", "resumed",
+          "batch")
 
 
 class Collector:
@@ -32,11 +35,11 @@ class Collector:
     it takes the rings the hook announces and drains them, and reads step
     datagrams (ring.Reader, which reads them as the receiver does)."""
 
-    def __init__(self, rcvbuf=None, path=None):
+    def __init__(self, rcvbuf=None, path=None, decode=None):
         """Binds path (a new private folder's step.sock if None)."""
         self.dir = None if path else tempfile.TemporaryDirectory()
         self.path = path or os.path.join(self.dir.name, "step.sock")
-        self.reader = ring.Reader(self.path, wire.decode)
+        self.reader = ring.Reader(self.path, decode or wire.decode)
         self.sock = self.reader.sock
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -93,6 +96,11 @@ class CaptureSender:
 
     def steps(self):
         return [wire.decode(d) for d in self.datagrams]
+
+
+def decode_any(b):
+    """A step record or a launch mark (dicts; a mark's has "final")."""
+    return wire.decode_mark(b) if b[:4] == wire.MARK_MAGIC else wire.decode(b)
 
 
 def made_of(step):

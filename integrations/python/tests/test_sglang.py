@@ -151,7 +151,8 @@ class SGLangTest(HookTest):
         self.assertIn("engine step spans are off", logs.output[0])
 
     def test_patches_are_idempotent(self):
-        self.assertEqual(sglang_hook.patch(self.s), ["run_batch", "process_batch_result", "update_running_batch"])
+        self.assertEqual(sglang_hook.patch(self.s), ["run_batch", "process_batch_result", "update_running_batch",
+                                                     "get_next_batch_to_run", "launch_batch_sample_if_needed"])
         self.assertFalse(getattr(self.s.Scheduler.run_batch.__wrapped__, "_inferprof_wrapped", False))
 
     def test_retracted_table_is_bounded_and_counted(self):

@@ -19,9 +19,11 @@ class WireTest(unittest.TestCase):
         entries = [wire.entry("a"), wire.entry("é" * 3, 300)]
         buf = wire.encode(wire.ENGINE_VLLM, 42, 1, 7, 1000, 2000, 1, 2, 17, 3, 4, 0.5, 9,
                           ident, entries, [wire.id_bytes("p")], [wire.id_bytes("r")],
-                          hook_evicted_ids=5, degraded=True)
+                          hook_evicted_ids=5, degraded=True, batch=12,
+                          windows=[(900, 950, 77), (960, 990, 77)])
         d = wire.decode(buf)
-        self.assertEqual(d["version"], 3)
+        self.assertEqual(d["version"], 4)
+        self.assertEqual((d["batch"], d["windows"]), (12, [[900, 950, 77], [960, 990, 77]]))
         self.assertEqual(d["request_ids"], ["a", "ééé"])
         self.assertEqual(d["request_tokens"], [1, 300])
         self.assertEqual((d["preempted"], d["resumed"]), (["p"], ["r"]))
@@ -38,6 +40,30 @@ class WireTest(unittest.TestCase):
                                "vllm_preempt.bin"), "rb") as f:
             d = wire.decode(f.read())
         self.assertEqual((d["version"], d["preempted"], d["resumed"], d["degraded"]), (1, ["chatcmpl-b"], [], False))
+
+    def test_reads_version_3(self):
+        with open(os.path.join(ROOT, "..", "..", "internal", "stepwire", "testdata", "v3",
+                               "vllm_preempt.bin"), "rb") as f:
+            d = wire.decode(f.read())
+        self.assertEqual((d["version"], d["batch"], d["windows"]), (3, 0, []))
+        self.assertTrue(d["instance_id"])
+
+    def test_windows_are_bounded_and_never_negative(self):
+        ident = wire.identity("", "", "")
+        wins = [(i * 10, i * 10 - 5, 1) for i in range(40)]
+        d = wire.decode(wire.encode(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, 0, ident, [], [], windows=wins))
+        self.assertEqual(len(d["windows"]), wire.MAX_WINDOWS)
+        self.assertTrue(all(b >= a for a, b, _ in d["windows"]))
+
+    def test_mark_round_trip(self):
+        ident = wire.mark_identity("gpu-1", "inst-9")
+        buf = wire.encode_mark(wire.ENGINE_VLLM, 2001, 2000, 7, 100, 90, 2001, 33, 4, ident, True)
+        self.assertEqual(wire.decode_mark(buf), {
+            "engine": 1, "final": True, "pid": 2001, "ppid": 2000, "batch": 7, "start_ns": 100,
+            "end_ns": 100, "thread_id": 2001, "scheduled_tokens": 33, "hook_dropped": 4,
+            "host": "gpu-1", "instance_id": "inst-9"})
+        with self.assertRaises(ValueError):
+            wire.decode_mark(buf + b"x")
 
     def test_unknown_kv_usage_is_flagged_absent(self):
         buf = wire.encode(0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, 0, wire.identity("", "", ""), [], [])
@@ -62,10 +88,12 @@ class WireTest(unittest.TestCase):
                                       (None, [wire.entry("x" * 1000)] * 400, [], []),
                                       (0.5, [wire.entry("y" * 100)] * 2100, [wire.id_bytes("z")], [])):
             for degraded in (False, True):
-                ref = wire.encode(wire.ENGINE_SGLANG, 42, 3, 9, 100, 200, 1, 2, 17, 3, 4, kv, 7, ident,
-                                  entries, pre, res, hook_evicted_ids=11, degraded=degraded)
-                self.assertEqual(_emitted(wire.ENGINE_SGLANG, 42, 3, 9, 100, 200, 1, 2, 17, 3, 4, kv,
-                                          ident, entries, pre, res, degraded), ref)
+                for batch, wins in ((0, ()), (5, [(90, 120, 3), (150, 160, 3)])):
+                    ref = wire.encode(wire.ENGINE_SGLANG, 42, 3, 9, 100, 200, 1, 2, 17, 3, 4, kv, 7, ident,
+                                      entries, pre, res, hook_evicted_ids=11, degraded=degraded,
+                                      batch=batch, windows=wins)
+                    self.assertEqual(_emitted(wire.ENGINE_SGLANG, 42, 3, 9, 100, 200, 1, 2, 17, 3, 4, kv,
+                                              ident, entries, pre, res, degraded, batch, wins), ref)
 
     def test_kv_usage_is_clamped(self):
         ident = wire.identity("", "", "")
@@ -80,6 +108,15 @@ class WireTest(unittest.TestCase):
                     _emitted(1, 1, 0, 1, 500, 400, 0, 0, 0, 0, 0, None, ident, [], [])):
             d = wire.decode(buf)
             self.assertEqual((d["start_ns"], d["end_ns"]), (500, 500))
+
+    def test_windows_are_checked_and_bounded(self):
+        wins = [(500, 400, 2 ** 32 + 9)] + [(i, i + 1, 3) for i in range(2 * wire.MAX_WINDOWS)]
+        flat = wire.flat_windows(wins)
+        self.assertEqual(len(flat), 3 * wire.MAX_WINDOWS)
+        self.assertEqual(flat[:3], [500, 500, 9], "end clamped to start, thread id masked")
+        d = wire.decode(_emitted(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, wire.identity("", "", ""), [], [],
+                                 batch=2, windows=wins))
+        self.assertEqual(d["windows"], [list(flat[i:i + 3]) for i in range(0, len(flat), 3)])
 
     def test_decode_rejects_trailing_bytes(self):
         buf = wire.encode(1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, None, 0, wire.identity("", "", ""), [], [])
@@ -101,14 +138,15 @@ class _Capture:
 
 
 def _emitted(engine, pid, index, step, start, end, prefill, decode, scheduled, running,
-             waiting, kv, ident, entries, pre, res=(), degraded=False):
+             waiting, kv, ident, entries, pre, res=(), degraded=False, batch=0, windows=()):
     """The datagram the hook's Emitter sends for one step."""
     cap = _Capture()
     em = Emitter(engine, "x", "1.0", index, cap)
     em.pid, em.step, em.evicted, em.degraded = pid, step - 1, 11, degraded
     em.dropped = cap.dropped
     em.set_identity(ident)
-    em.emit(start, end, prefill, decode, scheduled, running, waiting, kv, entries, pre, res)
+    em.emit(start, end, prefill, decode, scheduled, running, waiting, kv, entries, pre, res, batch,
+            wire.flat_windows(windows))
     return cap.sent[0]
 
 

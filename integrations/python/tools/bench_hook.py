@@ -6,11 +6,13 @@
   python3 integrations/python/tools/bench_hook.py [--repeat 2000]
   python3 integrations/python/tools/bench_hook.py --instructions   # needs valgrind
 
-The step under test does no engine work: it calls scheduler.schedule() and
-scheduler.update_from_output() on prebuilt SchedulerOutput and outputs shaped
-like vLLM's (every request decoding one token), so the difference between
-the wrapped and the bare step is the hook's cost per step: two clock reads,
-reading the batch, encoding the step and handing it over. Times are CPU time
+The step under test does no engine work: it calls scheduler.schedule(),
+model_executor.execute_model(), model_executor.sample_tokens() and
+scheduler.update_from_output() on prebuilt SchedulerOutput and outputs
+shaped like vLLM's (every request decoding one token), in EngineCore.step's
+order, so the difference between the wrapped and the bare step is the
+hook's cost per step: the clock reads, the batch's launch windows (the two
+executor calls), reading the batch, encoding the step and handing it over. Times are CPU time
 of the engine process (time.process_time: user and system, so a send
 counts), the median of --repeat timeit runs of 8 steps each, with the 10th
 and 90th percentile of the runs as the spread. The targets (issue 16): at
@@ -32,6 +34,10 @@ everything, then 100 us more: the kernel queues only net.unix.max_dgram_qlen
 datagrams (10 on a stock kernel), and a real engine steps every few
 milliseconds, not every few microseconds. tools/bench_send.py measures a
 send by itself.
+
+With ring mode, a last line measures an executor worker of vLLM's
+multiprocess executor: per batch, its execute_model and sample_tokens calls
+and the two launch marks the hook writes for them into the worker's ring.
 """
 
 import argparse
@@ -90,9 +96,19 @@ def make_engine(n):
         def update_from_output(self, scheduler_output, model_output):
             return outs
 
+    class Executor:
+        """The executor calls EngineCore.step makes; the hook times them."""
+
+        def execute_model(self, scheduler_output, non_block=False):
+            return None  # sample_tokens follows, as with async scheduling
+
+        def sample_tokens(self, grammar_output, non_block=False):
+            return None
+
     class Engine:
         def __init__(self, hooked):
             self.scheduler = Scheduler()
+            self.model_executor = Executor()
             self.engine_index = 0
             if hooked:
                 from inferprof_hook import vllm as vhook
@@ -107,9 +123,42 @@ def make_engine(n):
 
         def step(self):
             sched = self.scheduler
-            return sched.update_from_output(sched.schedule(), None), True
+            ex = self.model_executor
+            so = sched.schedule()
+            ex.execute_model(so, non_block=True)
+            ex.sample_tokens(None)
+            return sched.update_from_output(so, None), True
 
     return Engine
+
+
+def make_worker(hooked):
+    """One batch in a vLLM executor worker process: the execute_model and
+    sample_tokens calls its busy loop makes on the WorkerWrapperBase, each
+    of which the hook marks (a launch mark into the worker's ring)."""
+    class SchedulerOutput:
+        total_num_scheduled_tokens = 1
+
+    so = SchedulerOutput()
+
+    class Wrapper:
+        def execute_model(self, scheduler_output):
+            return None  # sample_tokens follows
+
+        def sample_tokens(self, grammar_output):
+            return None
+
+    w = Wrapper()
+    if hooked:
+        from inferprof_hook import vllm as vhook
+
+        vhook._attach_worker(w)
+
+    def batch():
+        w.execute_model(so)
+        w.sample_tokens(None)
+
+    return batch
 
 
 def emptied(emitter, reader=None):
@@ -256,6 +305,25 @@ def main():
             if reader is not None:
                 reader.kill()
                 reader.wait()
+            if os.path.exists(path):
+                os.unlink(path)
+    if "ring" in args.modes.split(","):
+        # The launch marks of an executor worker, per batch, with the bench
+        # process draining the worker's ring as in ring mode.
+        _state.reset()
+        own = ring.Reader(path, len)
+        try:
+            bare, hooked = make_worker(False), make_worker(True)
+            hooked()
+            own.poll()
+            setup = emptied(None, own)
+            b = statistics.median(runs_us(bare, setup, args.repeat))
+            h = runs_us(hooked, setup, args.repeat)
+            lo, hi = h[len(h) // 10] - b, h[len(h) * 9 // 10] - b
+            print("%-10s %-9s %8.2f %9.2f %8.2f %8.2f - %6.2f" % (
+                "worker", "batch", b, statistics.median(h), statistics.median(h) - b, lo, hi))
+        finally:
+            own.close()
             if os.path.exists(path):
                 os.unlink(path)
     print("load average after: %s" % " ".join("%.1f" % x for x in os.getloadavg()))

@@ -7,7 +7,8 @@
 It runs the real hook on the fake vLLM and SGLang engines (the scenarios of
 tests/fakes/drive.py), keeps the bytes the hook hands its socket, and writes
 a few interesting datagrams as <name>.bin next to <name>.json, the values
-Python's decoder reads from them. The Go test decodes the .bin files and
+Python's decoder reads from them, and the launch marks of a fake vLLM
+executor worker as marks/<name>.bin and .json. The Go test decodes the .bin files and
 compares with the .json, so encoder and decoder cannot drift. Older wire
 versions live in testdata/v<N>/ and are never regenerated: they are what
 older hooks sent.
@@ -60,7 +61,8 @@ def main(out):
         _state.reset()
         cap = _state._sender = Capture()
         fn()
-        return [(b, wire.decode(b)) for b in cap.datagrams]
+        return [(b, wire.decode_mark(b) if b[:4] == wire.MARK_MAGIC else wire.decode(b))
+                for b in cap.datagrams]
 
     def first(steps, pred):
         return next(b for b, d in steps if pred(d))
@@ -101,6 +103,39 @@ def main(out):
         print("wrote", name, len(buf), "bytes")
 
     rings(out, drive)
+    marks(out, run)
+
+
+def marks(out, run):
+    """Launch marks: the hook in a vLLM executor worker (the fake
+    WorkerProc of tests/fakes/vllm/v1/executor/multiproc_executor.py, built
+    in this process) sends a hello, then one mark per batch, from its
+    execute_model call to the end of its sample_tokens call."""
+    import queue
+
+    from inferprof_hook import wire
+    from vllm.v1.core.sched.output import CachedRequestData, SchedulerOutput
+    from vllm.v1.executor import multiproc_executor as mp
+
+    def worker():
+        w = mp.WorkerProc(0, queue.Queue(), queue.Queue(), {"rank": 0})
+        so = mp.WorkerSchedulerOutput(SchedulerOutput([], CachedRequestData.make_empty(),
+                                                      {"a": 1, "b": 1, "c": 1}, 3, {}, set()))
+        w.worker.execute_model(so)
+        w.worker.sample_tokens(None)
+        w.async_output_queue.put(None)
+
+    got = run(worker)
+    os.makedirs(os.path.join(out, "marks"), exist_ok=True)
+    bufs = [b for b, _ in got]
+    assert len(bufs) == 2, "a hello and one mark for the batch"
+    for name, buf in zip(("hello", "batch"), bufs):
+        with open(os.path.join(out, "marks", name + ".bin"), "wb") as f:
+            f.write(buf)
+        with open(os.path.join(out, "marks", name + ".json"), "w") as f:
+            json.dump(wire.decode_mark(buf), f, indent=1, sort_keys=True)
+            f.write("\n")
+        print("wrote mark", name, len(buf), "bytes")
 
 
 def rings(out, drive):

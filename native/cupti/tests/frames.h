@@ -36,6 +36,9 @@ typedef struct parsed {
   uint32_t live_states_seen; /* OR of every liveness state */
   uint64_t clock_frames, clock_error;
   int64_t clock_offset;
+  uint64_t clock_error_max;     /* the loosest error any clock frame carried */
+  uint64_t clock_samples;       /* distinct samples (sampled_unix_ns) among clock frames */
+  uint64_t clock_sampled_last;
   uint64_t stat_launches_dropped;
   int identities;         /* identity frames */
   int identity_at_start;  /* each identity came right after its hello */
@@ -207,6 +210,9 @@ static int parse_frames(const uint8_t *b, size_t n, parsed *out) {
       out->clock_frames++;
       out->clock_offset = (int64_t)get64(p);
       out->clock_error = get64(p + 8);
+      if (out->clock_error > out->clock_error_max) out->clock_error_max = out->clock_error;
+      if (get64(p + 16) != out->clock_sampled_last) out->clock_samples++;
+      out->clock_sampled_last = get64(p + 16);
       break;
     default:
       return -1;

@@ -38,7 +38,10 @@
  * MOCK_CUPTI_FAIL_ENABLE=<activity kind> (that enable fails),
  * MOCK_CUPTI_V2_FAIL=<CUptiResult> (cuptiSubscribe_v2 fails with it, as a
  * driver without multi-subscriber support would), MOCK_CUPTI_HELD_BY=<name>
- * (a tool subscribed with the v2 API in single-subscriber mode first).
+ * (a tool subscribed with the v2 API in single-subscriber mode first),
+ * MOCK_CUPTI_SLOW_TIMESTAMP_US=<us> (every cuptiGetTimestamp takes that long
+ * except the third of each five, as a thread preempted inside the call would:
+ * the library samples the clock five calls at a time).
  * Every entry point called from a process other than the one that subscribed
  * (a forked child) ends that process with status 97. */
 #define _GNU_SOURCE
@@ -48,6 +51,7 @@
 #include <cupti_runtime_cbid.h>
 #include <cupti_version.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,9 +224,23 @@ CUptiResult cuptiEnableCallback(uint32_t en, CUpti_SubscriberHandle s, CUpti_Cal
   return CUPTI_SUCCESS;
 }
 
+static _Atomic int timestamps;
+
+/* slow_timestamp delays a timestamp call (MOCK_CUPTI_SLOW_TIMESTAMP_US). */
+static void slow_timestamp(void) {
+  int n = timestamps++;
+  const char *v = getenv("MOCK_CUPTI_SLOW_TIMESTAMP_US");
+  long us = v && *v ? strtol(v, NULL, 10) : 0;
+  if (us > 0 && n % 5 != 2) {
+    struct timespec d = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&d, NULL);
+  }
+}
+
 CUptiResult cuptiGetTimestamp(uint64_t *ts) {
   guard();
   if (v1_refused()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  slow_timestamp();
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   *ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
@@ -232,6 +250,7 @@ CUptiResult cuptiGetTimestamp(uint64_t *ts) {
 CUptiResult cuptiGetTimestamp_v2(CUpti_SubscriberHandle s, uint64_t *ts) {
   guard();
   if (!v2_present() || sub_of(s) < 0 || !subs[sub_of(s)].v2) return CUPTI_ERROR_INVALID_PARAMETER;
+  slow_timestamp();
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   *ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
@@ -473,6 +492,7 @@ size_t mock_dropped_no_buffer(void) { return act_of(ours)->dropped_no_buffer; }
 int mock_registered_is_other(void) { return act[0].req == other_request; }
 int mock_multi_state(void) { return multi_state; }
 int mock_ours_is_v2(void) { return ours >= 0 && subs[ours].v2; }
+int mock_timestamps(void) { return timestamps; }
 
 /* request_buffer asks a's registered client for a buffer. */
 static void request_buffer(activity *a, uint8_t **b, size_t *size) {

@@ -31,6 +31,8 @@ int InitializeInjection(void);
 int mock_enabled(int kind);
 int mock_subscribed(void);
 int mock_flushes(void);
+int mock_forced_flushes(void);
+int mock_timestamps(void);
 int mock_callbacks_enabled(void);
 int mock_registered_is_other(void);
 int mock_emit_kernel(const char *name, uint64_t start, uint64_t end, uint32_t device, uint32_t ctx, uint32_t corr,
@@ -65,6 +67,34 @@ static void nap_ms(int ms) {
     for (; _i < 2000 && !(cond); _i++) nap_ms(5);        \
     CHECK(cond);                                         \
   } while (0)
+
+/* capture_stderr sends this process's stderr to a file until
+ * captured_stderr, which returns what was written (and echoes it), so a
+ * case can check the library's warnings. */
+static int capture_fd = -1, saved_stderr = -1;
+static char captured[16384];
+
+static void capture_stderr(void) {
+  char path[] = "/tmp/cuptilayer-stderr.XXXXXX";
+  fflush(stderr);
+  capture_fd = mkstemp(path);
+  CHECK(capture_fd >= 0);
+  unlink(path);
+  saved_stderr = dup(2);
+  CHECK(saved_stderr >= 0 && dup2(capture_fd, 2) == 2);
+}
+
+static const char *captured_stderr(void) {
+  fflush(stderr);
+  CHECK(lseek(capture_fd, 0, SEEK_SET) == 0);
+  ssize_t n = read(capture_fd, captured, sizeof(captured) - 1);
+  captured[n > 0 ? n : 0] = 0;
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
+  close(capture_fd);
+  fputs(captured, stderr);
+  return captured;
+}
 
 /* ---- cases: each runs in its own process ---- */
 
@@ -185,6 +215,124 @@ static void case_displaced(void) {
   CHECK(!mock_registered_is_other());
   CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   for (int i = 0; i < 5; i++, corr++) CHECK(mock_emit_kernel("after", T0 + corr * 10, T0 + corr * 10 + 5, 0, 1, corr, 0, 0));
+  exit(0);
+}
+
+/* INFERPROF_CUPTI_KINDS: exactly the kinds asked for are enabled, and only
+ * their records arrive. */
+static void case_kinds(void) {
+  CHECK(InitializeInjection() == 1);
+  CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  CHECK(!mock_enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  CHECK(!mock_enabled(CUPTI_ACTIVITY_KIND_MEMSET));
+  CHECK(!mock_enabled(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
+  for (uint32_t i = 1; i <= 4; i++) CHECK(mock_emit_kernel("k", T0 + i * 10, T0 + i * 10 + 5, 0, 1, i, 0, 0));
+  CHECK(!mock_emit_memcpy(T0, T0 + 100, 0, 4096)); /* CUPTI records no memcpy */
+  CHECK(mock_emit_sync(T0 + 200, T0 + 300, 1));
+  exit(0);
+}
+
+/* Without kernel the library still runs, for the kinds asked for, and says
+ * what is missing. */
+static void case_kinds_no_kernel(void) {
+  capture_stderr();
+  CHECK(InitializeInjection() == 1);
+  const char *err = captured_stderr();
+  CHECK(strstr(err, "INFERPROF_CUPTI_KINDS has no kernel") != NULL);
+  CHECK(!mock_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  CHECK(!mock_enabled(CUPTI_ACTIVITY_KIND_MEMSET) && !mock_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  CHECK(!mock_emit_kernel("k", T0, T0 + 5, 0, 1, 1, 0, 0));
+  CHECK(mock_emit_memcpy(T0, T0 + 100, 0, 4096));
+  exit(0);
+}
+
+/* A kind the library does not know: a warning naming it, and the default
+ * (every kind). */
+static void case_kinds_bad(void) {
+  capture_stderr();
+  CHECK(InitializeInjection() == 1);
+  const char *err = captured_stderr();
+  CHECK(strstr(err, "INFERPROF_CUPTI_KINDS=kernel,bogus: unknown kind bogus") != NULL);
+  CHECK(strstr(err, "using all") != NULL);
+  CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) && mock_enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  CHECK(mock_enabled(CUPTI_ACTIVITY_KIND_MEMSET) && mock_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  CHECK(mock_emit_kernel("k", T0, T0 + 5, 0, 1, 1, 0, 0));
+  CHECK(mock_emit_memcpy(T0, T0 + 100, 0, 4096));
+  CHECK(mock_emit_sync(T0 + 200, T0 + 300, 1));
+  exit(0);
+}
+
+static int all_kinds(int on) {
+  static const int k[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                          CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
+  for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
+    if (!!mock_enabled(k[i]) != on) return 0;
+  return 1;
+}
+
+/* phase_launches launches and emits 5 eager kernels with ids from *corr;
+ * it returns how many CUPTI recorded for us. */
+static int phase_launches(const char *name, uint32_t *corr) {
+  int got = 0;
+  for (int i = 0; i < 5; i++, (*corr)++) {
+    mock_launch(0, *corr);
+    got += mock_emit_kernel(name, T0 + *corr * 10, T0 + *corr * 10 + 5, 0, 1, *corr, 0, 0);
+  }
+  return got;
+}
+
+/* INFERPROF_CUPTI_DUTY_CYCLE=500/2000: on for the first 500 ms of every
+ * 2 s of the flush thread's clock. Each phase is entered by watching the
+ * mock's enabled kinds, then waiting for one more flush-thread pass (the
+ * library marks the phase right after switching the kinds); each phase's
+ * work takes microseconds of its >= 500 ms. */
+static void case_duty(void) {
+  uint32_t corr = 1;
+  CHECK(InitializeInjection() == 1);
+  CHECK(all_kinds(1));
+  CHECK(phase_launches("on_first", &corr) == 5);
+  WAIT_UNTIL(all_kinds(0));
+  WAIT_UNTIL(mock_forced_flushes() >= 1); /* what was in flight at the switch goes out */
+  int f = mock_flushes();
+  WAIT_UNTIL(mock_flushes() > f);
+  CHECK(phase_launches("off", &corr) == 0); /* CUPTI records nothing, no launch is sent */
+  CHECK(!mock_emit_memcpy(T0, T0 + 100, 0, 4096));
+  WAIT_UNTIL(all_kinds(1));
+  f = mock_flushes();
+  WAIT_UNTIL(mock_flushes() > f);
+  CHECK(phase_launches("on_second", &corr) == 5);
+  exit(0);
+}
+
+/* INFERPROF_CUPTI_GRAPH_RATE_LIMIT=2: two graph launches a second per
+ * thread (the bucket starts with one token); the kernels of the graph
+ * launches that found no token are counted, not sent. Eager launches are not
+ * limited. */
+static void case_graph_rate(void) {
+  CHECK(InitializeInjection() == 1);
+  for (uint32_t i = 1; i <= 10; i++) {
+    mock_launch(0, i);
+    CHECK(mock_emit_kernel("eager", T0 + i * 10, T0 + i * 10 + 5, 0, 1, i, 0, 0));
+  }
+  for (uint32_t g = 0; g < 20; g++) {
+    uint32_t corr = 1000 + g;
+    mock_launch(1, corr);
+    for (uint32_t n = 0; n < 3; n++)
+      CHECK(mock_emit_kernel("in_graph", T0 + 10000 + g * 100 + n * 10, T0 + 10005 + g * 100 + n * 10, 0, 1, corr, 9, n + 1));
+  }
+  exit(0);
+}
+
+/* The clock offset is sampled again from the flush thread, and each sample
+ * keeps its tightest realtime/CUPTI/realtime triple: all but one of each five
+ * timestamp calls take 50 ms here. */
+static void case_clock(void) {
+  CHECK(InitializeInjection() == 1);
+  WAIT_UNTIL(mock_timestamps() >= 15); /* init, the first pass, one second later */
+  int f = mock_flushes();
+  WAIT_UNTIL(mock_flushes() >= f + 2); /* the last sample was published */
   exit(0);
 }
 
@@ -337,6 +485,12 @@ static const struct {
     {"launches", case_launches, {NULL}},
     {"launches_mig", case_launches, {"MOCK_CUDA_MIG=1"}},
     {"launches_off", case_launches, {"INFERPROF_CUPTI_LAUNCHES=0"}},
+    {"kinds", case_kinds, {"INFERPROF_CUPTI_KINDS=kernel,sync"}},
+    {"kinds_no_kernel", case_kinds_no_kernel, {"INFERPROF_CUPTI_KINDS=memcpy"}},
+    {"kinds_bad", case_kinds_bad, {"INFERPROF_CUPTI_KINDS=kernel,bogus"}},
+    {"duty", case_duty, {"INFERPROF_CUPTI_DUTY_CYCLE=500/2000"}},
+    {"graph_rate", case_graph_rate, {"INFERPROF_CUPTI_GRAPH_RATE_LIMIT=2"}},
+    {"clock", case_clock, {"MOCK_CUPTI_SLOW_TIMESTAMP_US=50000"}},
 };
 
 /* ---- the collector side ---- */
@@ -565,6 +719,49 @@ int main(int argc, char **argv) {
   CASE_OK(&r);
   CHECK((r.p.hello_flags & IPC_HELLO_LAUNCHES) == 0 && r.p.launches == 0 && r.p.kernels == 9);
   printf("cupti layer sends each launch once before its kernels, the devices' UUIDs and the engine's identity: ok\n");
+  passed++;
+
+  run_case(self, 19, &r); /* kinds */
+  CASE_OK(&r);
+  CHECK(r.p.kernels == 4 && r.p.records == 5 && r.p.memcpy_bytes == 0);
+  run_case(self, 20, &r); /* kinds_no_kernel */
+  CASE_OK(&r);
+  CHECK(r.p.hellos == 1 && r.p.kernels == 0 && r.p.records == 1 && r.p.memcpy_bytes == 4096);
+  run_case(self, 21, &r); /* kinds_bad */
+  CASE_OK(&r);
+  CHECK(r.p.kernels == 1 && r.p.records == 3 && r.p.memcpy_bytes == 4096);
+  printf("cupti layer enables exactly the kinds INFERPROF_CUPTI_KINDS names, warns on a bad one and uses all: ok\n");
+  passed++;
+
+  run_case(self, 22, &r); /* duty */
+  CASE_OK(&r);
+  CHECK(r.p.hello_flags & IPC_HELLO_DUTY_CYCLE);
+  CHECK(r.p.kernels == 10 && r.p.records == 10); /* 5 on, 0 of the 5 off, 5 on again */
+  CHECK(r.p.launches == 10);                    /* no launch record in the off part */
+  CHECK((r.p.live_states_seen & IPC_LIVE_DUTY_OFF) && (r.p.live_states_seen & IPC_LIVE_ENABLED));
+  printf("cupti layer's duty cycle disables every kind in the off part and enables them again: ok\n");
+  passed++;
+
+  run_case(self, 23, &r); /* graph_rate */
+  CASE_OK(&r);
+  CHECK(r.p.hello_flags & IPC_HELLO_RATE_LIMITED);
+  {
+    uint64_t graph_kernels = r.p.kernels - 10, admitted = graph_kernels / 3;
+    CHECK(r.p.kernels >= 10 && graph_kernels % 3 == 0);
+    /* 1 token at the start, 2 a second after: 10 would take 4.5 s. */
+    CHECK(admitted >= 1 && admitted <= 10);
+    CHECK(r.p.stat_rate_limited == (20 - admitted) * 3);
+    CHECK(r.p.launches == 10 + admitted); /* refused graph launches are not sent either */
+  }
+  printf("cupti layer keeps only the graph launches the graph token bucket admits, and counts the rest: ok\n");
+  passed++;
+
+  run_case(self, 24, &r); /* clock */
+  CASE_OK(&r);
+  CHECK(r.p.clock_frames >= 2 && r.p.clock_samples >= 2); /* sampled again, not once */
+  /* A 50 ms call gives an error of >= 25 ms: every sample kept the fast one. */
+  CHECK(r.p.clock_error_max > 0 && r.p.clock_error_max < 25000000ull);
+  printf("cupti layer re-samples the CUPTI-to-wall clock offset and keeps the tightest triple: ok\n");
   passed++;
 
   unlink(sock_path);

@@ -19,6 +19,17 @@ func TestBucketMatchesSearchFloat64s(t *testing.T) {
 			assert.Equal(t, sort.SearchFloat64s(bounds, v), bucket(bounds, v), "%v in %v", v, bounds)
 		}
 	}
+	// Every length of search, each bound itself and a value either side.
+	for _, all := range [][]float64{BoundsTTFT, BoundsITL, BoundsTokens} {
+		for n := 0; n <= len(all); n++ {
+			bounds := all[:n]
+			for _, b := range all {
+				for _, v := range []float64{b, math.Nextafter(b, math.Inf(-1)), math.Nextafter(b, math.Inf(1))} {
+					require.Equal(t, sort.SearchFloat64s(bounds, v), bucket(bounds, v), "%v in %v", v, bounds)
+				}
+			}
+		}
+	}
 }
 
 func TestHistogramObserve(t *testing.T) {

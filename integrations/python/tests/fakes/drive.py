@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Drives a fake engine with the hook loaded, for subprocess and e2e tests.
 
-  python3 drive.py --engine vllm [--sync] [--tokens 6] [--step-ms 1]
-  python3 drive.py --engine sglang [--normal] [--tp 4] [--dp 2 --dp-attention]
+  python3 drive.py --engine vllm [--sync] [--tokens 6] [--step-ms 1] [--gpu] [--wait]
+  python3 drive.py --engine sglang [--normal] [--tp 4] [--dp 2 --dp-attention] [--gpu]
 
 Run it with PYTHONPATH=<repo>/integrations/python/bootstrap:<this folder> so
 the hook arrives through sitecustomize, as under inferprof-run. It prints one
@@ -19,6 +19,12 @@ arrive while others run, one is chunked, one uses speculative decoding
 aborted mid-decode, and the KV cache is small enough to preempt and resume.
 The SGLang scenario runs every TP rank of a server with a small KV pool, so
 decode batches retract requests that later resume.
+
+With --gpu the engine launches its batches' work on a fake GPU
+(tests/fakes/gpu.py) and the output adds "gpu": every launch and kernel,
+tagged with the batch, as the CUPTI library would report them. With --wait
+it reads one line from stdin before it starts (the end-to-end tests open
+the fake CUPTI stream for this process first).
 """
 
 import argparse
@@ -28,27 +34,38 @@ import signal
 import sys
 
 
-def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=0, hold=None):
+def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=0, hold=None, gpu=None,
+                  tp=1, prep_ms=0.0, structured=False):
     """Runs the vLLM scenario; returns the truth per batch. hold, if set, is
-    called with the engine after it is built."""
+    called with the engine after it is built. With tp > 1 the engine runs
+    the multiprocess executor: tp worker processes, each with its own fake
+    GPU, that spend prep_ms of CPU on each batch before they launch it.
+    With structured, two requests use structured output, so under async
+    scheduling their batches are sampled after the previous batch's update
+    (the deferred branch of step_with_batch_queue)."""
     from vllm.v1.core.sched.scheduler import AsyncScheduler, Scheduler
     from vllm.v1.engine import core
 
     t = tokens
     sched = (Scheduler if sync else AsyncScheduler)(
         max_num_seqs=4, max_num_batched_tokens=40, kv_tokens=kv_tokens)
-    proc = core.EngineCoreProc(sched, step_time=step_ms / 1000.0,
-                               async_scheduling=not sync, engine_index=engine_index)
+    executor = None
+    if tp > 1:
+        from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+
+        executor = MultiprocExecutor(sched, world_size=tp, prep_ms=prep_ms, scale=0.3)
+    proc = core.EngineCoreProc(sched, step_time=step_ms / 1000.0, async_scheduling=not sync,
+                               engine_index=engine_index, gpu=gpu, executor=executor)
     if hold is not None:
         hold(proc)
     client = core.Client(proc)
     events = {
         0: [("add", "cmpl-0", 12, t + 2, {}), ("add", "cmpl-1", 30, 3 * t, {}),
             ("add", "cmpl-2", 8, 2 * t, {"accept": [1, 3, 2]} if sync else {})],
-        2: [("add", "cmpl-3", 10, 2 * t, {})],
+        2: [("add", "cmpl-3", 10, 2 * t, {"structured": True} if structured else {})],
         3: [("add", "cmpl-4", 9, t, {"remote_kv_wait": 2})],
         5: [("abort", "cmpl-1")],
-        7: [("add", "cmpl-5", 20, 2 * t, {})],
+        7: [("add", "cmpl-5", 20, 2 * t, {"structured": True} if structured else {})],
     }
     late = ("add", "cmpl-6", 6, t, {"remote_kv_wait": 4})  # alone: empty schedules first
     i = 0
@@ -79,7 +96,7 @@ def vllm_scenario(sync=False, tokens=6, kv_tokens=60, step_ms=0.0, engine_index=
 
 
 def sglang_scenario(normal=False, tokens=6, kv_tokens=50, step_ms=0.0, tp=1, dp=1, dp_attention=False,
-                    scheduler_class=None):
+                    scheduler_class=None, gpu=None, no_prefill_overlap=False, overlap_thread=False):
     """Runs the SGLang scenario on every rank; returns the truth per batch
     of the ranks that report (attention-TP rank 0)."""
     from sglang.srt.managers import scheduler as s
@@ -97,12 +114,14 @@ def sglang_scenario(normal=False, tokens=6, kv_tokens=50, step_ms=0.0, tp=1, dp=
         arrivals = {
             1 + o: [s.Req(g + "rid-0", 12, t + 2), s.Req(g + "rid-1", 9, 2 * t, accept=[2, 1]),
                     s.Req(g + "rid-2", 7, 2 * t)],
-            3 + o: [s.Req(g + "rid-3", 10, t)],
+            3 + o: [s.Req(g + "rid-3", 10, t, grammar=True)],
             4 + o: [s.Req(g + "rid-4", 8, 2 * t)],
         }
         sched = (scheduler_class or s.Scheduler)(
             server, tp_rank=tp_rank, kv_tokens=kv_tokens, step_time=step_ms / 1000.0,
-            arrivals=arrivals, dp_rank=0 if not dp_attention else None)
+            arrivals=arrivals, dp_rank=0 if not dp_attention else None,
+            gpu=gpu if tp_rank == 0 else None, disable_consecutive_prefill_overlap=no_prefill_overlap,
+            overlap_thread=overlap_thread)
         sched.run_event_loop()
         if sched.ps.attn_tp_rank == 0:
             index = attn_dp_rank if dp_attention else 0
@@ -139,6 +158,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
     p.add_argument("--sync", action="store_true", help="vLLM: no batch queue (async scheduling off)")
+    p.add_argument("--structured", action="store_true",
+                   help="vLLM: two requests use structured output (deferred sampling)")
     p.add_argument("--normal", action="store_true", help="SGLang: event_loop_normal, not overlap")
     p.add_argument("--tokens", type=int, default=6, help="scales the requests' max tokens")
     p.add_argument("--kv-tokens", type=int, default=0, help="KV cache capacity in tokens")
@@ -147,20 +168,53 @@ def main():
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--dp", type=int, default=1)
     p.add_argument("--dp-attention", action="store_true")
+    p.add_argument("--gpu", action="store_true", help="launch on a fake GPU and print its records")
+    p.add_argument("--no-prefill-overlap", action="store_true",
+                   help="SGLang: SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP")
+    p.add_argument("--overlap-thread", action="store_true",
+                   help="SGLang with --gpu: the older overlap scheduler, forward on its own thread")
+    p.add_argument("--wait", action="store_true",
+                   help="print the processes that run kernels, then read a line from stdin before starting")
+    p.add_argument("--prep-ms", type=float, default=0.0,
+                   help="vLLM with --tp: CPU time a worker spends on a batch before it launches it")
     args = p.parse_args()
     if not args.kv_tokens:
         args.kv_tokens = 60 if args.engine == "vllm" else 50
+    gpu = None
+    if args.gpu:
+        import gpu as fake_gpu
+
+        gpu = fake_gpu.GPU()
+    engines = []
+
+    def ready(engine):
+        """With --wait: tell the caller which processes will launch kernels."""
+        engines.append(engine)
+        if args.wait:
+            ex = engine.model_executor
+            print(json.dumps({"pid": os.getpid(), "workers": getattr(ex, "worker_pids", [])}), flush=True)
+            sys.stdin.readline()
+
     if args.engine == "vllm":
-        steps = vllm_scenario(args.sync, args.tokens, args.kv_tokens, args.step_ms, args.engine_index)
+        steps = vllm_scenario(args.sync, args.tokens, args.kv_tokens, args.step_ms, args.engine_index,
+                              hold=ready, gpu=gpu, tp=args.tp, prep_ms=args.prep_ms, structured=args.structured)
     else:
+        if args.wait:
+            ready(type("Engine", (), {"model_executor": None})())
         steps = sglang_scenario(args.normal, args.tokens, args.kv_tokens, args.step_ms, args.tp, args.dp,
-                                args.dp_attention)
+                                args.dp_attention, gpu=gpu, no_prefill_overlap=args.no_prefill_overlap,
+                                overlap_thread=args.overlap_thread)
     import inferprof_hook
     from inferprof_hook import _state
 
-    json.dump({"steps": [st for st in steps if reported(st)], "batches": len(steps),
-               "stats": inferprof_hook.stats(), "pid": os.getpid(),
-               "patched": inferprof_hook.patched(), "instance_id": _state.instance_id()}, sys.stdout)
+    out = {"steps": [st for st in steps if reported(st)], "batches": len(steps),
+           "stats": inferprof_hook.stats(), "pid": os.getpid(),
+           "patched": inferprof_hook.patched(), "instance_id": _state.instance_id()}
+    if gpu is not None:
+        out["gpu"] = gpu.log()
+    if engines and getattr(engines[0].model_executor, "logs", None):
+        out["workers"] = engines[0].model_executor.logs
+    json.dump(out, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,44 @@ type Settings struct {
 	content        *redact.Matcher
 	contentKeys    [numKeys]bool // content.Match(keyNames[i])
 	contentReasons bool          // content.Match(srcFinishReasons)
+
+	// Set by Prepare.
+	lora     loraKeys
+	prepared bool
+}
+
+// Prepare works out once what Normalize would otherwise work out for every
+// span from LoRAAttributes. Call it after setting the fields, before
+// Normalize; without it Normalize works it out each time.
+func (s *Settings) Prepare() {
+	s.lora = loraKeysOf(s.LoRAAttributes)
+	s.prepared = true
+}
+
+// Scratch is Normalize's working memory. A caller that normalizes many spans
+// passes the same one each time, which spares clearing it whole (it is over
+// a kilobyte); it is not safe for concurrent use.
+type Scratch struct {
+	n      reader
+	result Result
+}
+
+// reader returns the scratch reader, cleared of what a previous span left
+// that fill does not overwrite. Values in snap.vals are left: they are read
+// only where snap.has says fill set them.
+func (sc *Scratch) reader(attrs pcommon.Map) *reader {
+	n := &sc.n
+	n.attrs = attrs
+	n.anomalies = nil // Result.Anomalies keeps the previous span's
+	sn := &n.snap
+	sn.has = [numKeys]bool{}
+	sn.failure = ""
+	if sn.loraSeen != 0 {
+		sn.lora = [maxLoRA]string{}
+		sn.loraSeen = 0
+	}
+	sn.content = 0
+	return n
 }
 
 // RemoveContent makes Normalize remove the attributes m matches (prompt and
@@ -154,21 +192,31 @@ func extract(kind Kind, n *reader, span ptrace.Span, q Queue, f *Figures) {
 // given kind and returns what it found. Bad values are removed, never
 // replaced, and listed in inferprof.anomaly. A span an earlier inference
 // processor already handled is left alone; the check rides on the same walk
-// of the attributes, so callers need not call Processed first.
-func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queue) Result {
+// of the attributes, so callers need not call Processed first. sc may be
+// nil. The Result is sc's, valid until sc's next use.
+func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queue, sc *Scratch) *Result {
 	attrs := span.Attributes()
-	n := reader{attrs: attrs}
-	n.snap.fill(attrs, set)
+	if sc == nil {
+		sc = &Scratch{}
+	}
+	n := sc.reader(attrs)
+	lk := &set.lora
+	if !set.prepared {
+		lk = &loraKeys{}
+		*lk = loraKeysOf(set.LoRAAttributes)
+	}
+	n.snap.fill(attrs, set, lk)
 	removed := n.snap.content
 	if removed > 0 {
 		attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return set.content.Match(k) })
 	}
 	if sn := &n.snap; sn.has[kOther] || sn.has[kBottleneck] || sn.has[kAnomaly] {
-		return Result{Processed: true, ContentRemoved: removed}
+		sc.result = Result{Processed: true, ContentRemoved: removed}
+		return &sc.result
 	}
 
 	var f Figures
-	extract(kind, &n, span, q, &f)
+	extract(kind, n, span, q, &f)
 
 	// Time per output token: decode spread over the tokens after the first.
 	tpot := figure{}
@@ -219,18 +267,13 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 
 	// Grow the attribute slice once, by exactly the keys the span lacks,
 	// rather than once per Put or by a guess.
-	added := 0
-	for i, ok := range [...]bool{
-		kTTFT: f.TTFT.ok, kE2E: f.E2E.ok, kQueue: f.Queue.ok, kPrefill: f.Prefill.ok, kDecode: f.Decode.ok,
-		kInputTokens: f.In.ok, kOutputTokens: f.Out.ok, kCacheRead: f.Cached.ok, kTPOT: tpot.ok,
-		kOther: other.ok, kBottleneck: bneck != "", kProvider: provider != "", kRequestModel: model != "",
-		kLoRA: lora != "", kOperation: op != "", kErrorType: et != "", kInference: f.WriteInference,
-		kDecodeQueue: f.DecodeQueue.ok, kAnomaly: len(n.anomalies) > 0,
-	} {
-		if ok && !sn.has[i] {
-			added++
-		}
-	}
+	added := sn.lacks(kTTFT, f.TTFT.ok) + sn.lacks(kE2E, f.E2E.ok) + sn.lacks(kQueue, f.Queue.ok) +
+		sn.lacks(kPrefill, f.Prefill.ok) + sn.lacks(kDecode, f.Decode.ok) + sn.lacks(kInputTokens, f.In.ok) +
+		sn.lacks(kOutputTokens, f.Out.ok) + sn.lacks(kCacheRead, f.Cached.ok) + sn.lacks(kTPOT, tpot.ok) +
+		sn.lacks(kOther, other.ok) + sn.lacks(kBottleneck, bneck != "") + sn.lacks(kProvider, provider != "") +
+		sn.lacks(kRequestModel, model != "") + sn.lacks(kLoRA, lora != "") + sn.lacks(kOperation, op != "") +
+		sn.lacks(kErrorType, et != "") + sn.lacks(kInference, f.WriteInference) +
+		sn.lacks(kDecodeQueue, f.DecodeQueue.ok) + sn.lacks(kAnomaly, len(n.anomalies) > 0)
 	attrs.EnsureCapacity(attrs.Len() + added)
 
 	putSeconds(attrs, sn, kTTFT, f.TTFT)
@@ -278,7 +321,8 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		putStr(attrs, sn, kErrorType, et)
 	}
 
-	r := Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID), Model: model}
+	r := &sc.result
+	*r = Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID), Model: model}
 	r.Tokens = Tokens{
 		In: int64(f.In.v), Out: int64(f.Out.v), Cached: int64(f.Cached.v),
 		HasIn: f.In.ok, HasOut: f.Out.ok, HasCch: f.Cached.ok,
@@ -366,7 +410,7 @@ func loraOf(kind Kind, sn *snapshot, attrs pcommon.Map, res *Resource, set *Sett
 	}
 	for j, k := range set.LoRAAttributes {
 		var l string
-		if j < len(sn.lora) && !liveKey(k) {
+		if j < maxLoRA && sn.loras.live&(1<<j) == 0 {
 			l = sn.lora[j]
 		} else {
 			l = strAttr(attrs, k)

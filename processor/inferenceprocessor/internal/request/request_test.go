@@ -112,14 +112,14 @@ func TestTGIDurations(t *testing.T) {
 		"1.2345s": 1.2345, "12.5ms": 0.0125, "830µs": 0.00083, "830us": 0.00083, "100ns": 1e-7, "0ns": 0, " 2s ": 2,
 	} {
 		s := newSpan("generate", map[string]any{"total_time": in})
-		r := Normalize(KindTGI, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
+		r := Normalize(KindTGI, s, &Resource{}, &Settings{OperationName: "x"}, Queue{}, nil)
 		assert.Empty(t, r.Anomalies, in)
 		v, _ := s.Attributes().Get(names.AttrE2E)
 		assert.InDelta(t, want, v.Double(), 1e-12, in)
 	}
 	for in, want := range map[string]string{"soon": "total_time:unparsable", "-1s": "total_time:negative"} {
 		s := newSpan("generate", map[string]any{"total_time": in})
-		r := Normalize(KindTGI, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
+		r := Normalize(KindTGI, s, &Resource{}, &Settings{OperationName: "x"}, Queue{}, nil)
 		assert.Equal(t, []string{want}, r.Anomalies, in)
 		_, ok := s.Attributes().Get(names.AttrE2E)
 		assert.False(t, ok)
@@ -146,7 +146,7 @@ func TestTokenCounts(t *testing.T) {
 		{"7", 0, "gen_ai.usage.completion_tokens:wrong_type"},
 	} {
 		s := newSpan(" Req 1", map[string]any{names.AttrE2E: 1.0, "gen_ai.usage.completion_tokens": tc.v})
-		r := Normalize(KindSGLangRoot, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
+		r := Normalize(KindSGLangRoot, s, &Resource{}, &Settings{OperationName: "x"}, Queue{}, nil)
 		v, ok := s.Attributes().Get(names.AttrOutputTokens)
 		if tc.anomaly == "" {
 			assert.True(t, ok)
@@ -159,7 +159,7 @@ func TestTokenCounts(t *testing.T) {
 	}
 	// A semconv name already on the span is read too.
 	s := newSpan(" Req 1", map[string]any{names.AttrE2E: 1.0, names.AttrOutputTokens: int64(3)})
-	Normalize(KindSGLangRoot, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
+	Normalize(KindSGLangRoot, s, &Resource{}, &Settings{OperationName: "x"}, Queue{}, nil)
 	v, _ := s.Attributes().Get(names.AttrOutputTokens)
 	assert.Equal(t, int64(3), v.Int())
 }
@@ -171,7 +171,7 @@ func TestSkewTolerance(t *testing.T) {
 		names.AttrTimeInPrefill: 0.2, names.AttrTimeInDecode: 0.7005,
 		"gen_ai.usage.prompt_tokens": int64(1), "gen_ai.usage.completion_tokens": int64(2),
 	})
-	r := Normalize(KindVLLM, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
+	r := Normalize(KindVLLM, s, &Resource{}, &Settings{OperationName: "x"}, Queue{}, nil)
 	assert.Empty(t, r.Anomalies)
 	v, _ := s.Attributes().Get(names.AttrTimeInOther)
 	assert.Zero(t, v.Double())
@@ -183,14 +183,14 @@ func TestProviderAndOperation(t *testing.T) {
 	s := newSpan("llm_request", map[string]any{names.AttrRequestID: "embd-1"})
 	set := &Settings{OperationName: "x"}
 	rf := ReadResource(res, set)
-	Normalize(KindVLLM, s, &rf, set, Queue{})
+	Normalize(KindVLLM, s, &rf, set, Queue{}, nil)
 	p, _ := s.Attributes().Get(names.AttrProviderName)
 	assert.Equal(t, "vllm-custom", p.Str())
 	op, _ := s.Attributes().Get(names.AttrOperationName)
 	assert.Equal(t, "embeddings", op.Str())
 
 	s = newSpan("llm_request", map[string]any{names.AttrOperationName: "chat", "gen_ai.system": "sys"})
-	Normalize(KindVLLM, s, &Resource{}, &Settings{OperationName: "x"}, Queue{})
+	Normalize(KindVLLM, s, &Resource{}, &Settings{OperationName: "x"}, Queue{}, nil)
 	p, _ = s.Attributes().Get(names.AttrProviderName)
 	assert.Equal(t, "sys", p.Str())
 	op, _ = s.Attributes().Get(names.AttrOperationName)
@@ -237,7 +237,7 @@ func TestLoRAOrder(t *testing.T) {
 			_ = res.Attributes().FromRaw(tc.res)
 			set := &Settings{OperationName: "x", LoRAAttributes: tc.keys}
 			rf := ReadResource(res, set)
-			Normalize(KindVLLM, s, &rf, set, Queue{})
+			Normalize(KindVLLM, s, &rf, set, Queue{}, nil)
 			v, ok := s.Attributes().Get(names.AttrLoRAAdapter)
 			if tc.want == "" {
 				assert.False(t, ok)
@@ -260,7 +260,7 @@ func TestRemoveContent(t *testing.T) {
 		"gen_ai.prompt": "secret", "gen_ai.prompt.0.content": "secret",
 		names.AttrRequestID: "chatcmpl-1", srcFinishReasons: `["abort"]`, "lora_name": "adapter",
 	})
-	r := Normalize(KindTensorRTLLM, s, &Resource{}, set, Queue{})
+	r := Normalize(KindTensorRTLLM, s, &Resource{}, set, Queue{}, nil)
 	assert.Equal(t, 5, r.ContentRemoved)
 	assert.Empty(t, r.RequestID)
 	for _, k := range []string{"gen_ai.prompt", "gen_ai.prompt.0.content", names.AttrRequestID, srcFinishReasons, "lora_name"} {
@@ -276,7 +276,7 @@ func TestRemoveContent(t *testing.T) {
 
 	// An already processed span still loses its content, and nothing else.
 	s = newSpan("llm_request", map[string]any{names.AttrE2E: 1.0, names.AttrBottleneck: "decode", "gen_ai.prompt": "secret"})
-	r = Normalize(KindVLLM, s, &Resource{}, set, Queue{})
+	r = Normalize(KindVLLM, s, &Resource{}, set, Queue{}, nil)
 	assert.True(t, r.Processed)
 	assert.Equal(t, 1, r.ContentRemoved)
 	assert.Equal(t, 2, s.Attributes().Len())

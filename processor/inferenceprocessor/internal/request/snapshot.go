@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/inferprof/inferprof/internal/keyindex"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -96,6 +97,10 @@ const (
 	numKeys
 )
 
+// kFinishReasons is keyIndex's answer for gen_ai.response.finish_reasons,
+// which the snapshot reads (failureOf) rather than keeps.
+const kFinishReasons = numKeys
+
 // keyNames are the keys by index.
 var keyNames = [numKeys]string{
 	kTTFT:             names.AttrTimeToFirstToken,
@@ -130,79 +135,101 @@ var keyNames = [numKeys]string{
 	kAnomaly:          names.AttrAnomaly,
 }
 
-// keyIndex maps a key to its index, or -1. A switch compiles to string
-// comparisons, cheaper here than a map lookup per attribute.
+// keyTable maps every key the snapshot reads to its index; see
+// internal/keyindex for why a table rather than a switch.
+var keyTable = keyindex.New(map[string]int{
+	names.AttrTimeToFirstToken: kTTFT,
+	names.AttrE2E:              kE2E,
+	names.AttrTimeInQueue:      kQueue,
+	names.AttrTimeInPrefill:    kPrefill,
+	names.AttrTimeInDecode:     kDecode,
+	srcInference:               kInference,
+	srcPromptTokens:            kPromptTokens,
+	srcCompletionTokens:        kCompletionTokens,
+	names.AttrInputTokens:      kInputTokens,
+	names.AttrOutputTokens:     kOutputTokens,
+	srcCachedTokens:            kCachedTokens,
+	AttrCacheRead:              kCacheRead,
+	names.AttrProviderName:     kProvider,
+	srcSystem:                  kSystem,
+	names.AttrRequestModel:     kRequestModel,
+	srcResponseModel:           kResponseModel,
+	names.AttrLoRAAdapter:      kLoRA,
+	names.AttrOperationName:    kOperation,
+	names.AttrRequestID:        kRequestID,
+	names.AttrErrorType:        kErrorType,
+	tgiTotal:                   kTGITotal,
+	tgiQueue:                   kTGIQueue,
+	tgiInference:               kTGIInference,
+	tgiValidation:              kTGIValidation,
+	tgiParameters:              kTGIParameters,
+	names.AttrTimePerOutputTok: kTPOT,
+	names.AttrTimeInOther:      kOther,
+	names.AttrBottleneck:       kBottleneck,
+	AttrDecodeQueue:            kDecodeQueue,
+	names.AttrAnomaly:          kAnomaly,
+	srcFinishReasons:           kFinishReasons,
+})
+
+// keyIndex maps a key to its index, or -1.
 func keyIndex(k string) int {
-	switch k {
-	case names.AttrTimeToFirstToken:
-		return kTTFT
-	case names.AttrE2E:
-		return kE2E
-	case names.AttrTimeInQueue:
-		return kQueue
-	case names.AttrTimeInPrefill:
-		return kPrefill
-	case names.AttrTimeInDecode:
-		return kDecode
-	case srcInference:
-		return kInference
-	case srcPromptTokens:
-		return kPromptTokens
-	case srcCompletionTokens:
-		return kCompletionTokens
-	case names.AttrInputTokens:
-		return kInputTokens
-	case names.AttrOutputTokens:
-		return kOutputTokens
-	case srcCachedTokens:
-		return kCachedTokens
-	case AttrCacheRead:
-		return kCacheRead
-	case names.AttrProviderName:
-		return kProvider
-	case srcSystem:
-		return kSystem
-	case names.AttrRequestModel:
-		return kRequestModel
-	case srcResponseModel:
-		return kResponseModel
-	case names.AttrLoRAAdapter:
-		return kLoRA
-	case names.AttrOperationName:
-		return kOperation
-	case names.AttrRequestID:
-		return kRequestID
-	case names.AttrErrorType:
-		return kErrorType
-	case tgiTotal:
-		return kTGITotal
-	case tgiQueue:
-		return kTGIQueue
-	case tgiInference:
-		return kTGIInference
-	case tgiValidation:
-		return kTGIValidation
-	case tgiParameters:
-		return kTGIParameters
-	case names.AttrTimePerOutputTok:
-		return kTPOT
-	case names.AttrTimeInOther:
-		return kOther
-	case names.AttrBottleneck:
-		return kBottleneck
-	case AttrDecodeQueue:
-		return kDecodeQueue
-	case names.AttrAnomaly:
-		return kAnomaly
-	}
-	return -1
+	return keyTable.Index(k)
 }
 
 // liveKey reports whether a LoRA key is one the snapshot does not copy for
 // LoRA, so it is read from the span itself.
 func liveKey(k string) bool {
-	return k == srcFinishReasons || keyIndex(k) >= 0
+	return keyIndex(k) >= 0
 }
+
+// loraKeys is what fill and loraOf need to know of Settings.LoRAAttributes,
+// worked out once (Settings.Prepare) rather than for every span.
+type loraKeys struct {
+	// live has bit j set when LoRA key j is live (liveKey); any is set
+	// when one is.
+	live uint8
+	any  bool
+	// lens has bit n set when a LoRA key the snapshot copies has length n
+	// (n < 64); long is set when one is longer. A key of any other length
+	// is no LoRA key, which spares the comparisons for most keys.
+	lens uint64
+	long bool
+}
+
+func loraKeysOf(keys []string) loraKeys {
+	var lk loraKeys
+	for j, k := range keys {
+		if liveKey(k) {
+			lk.any = true
+			if j < maxLoRA {
+				lk.live |= 1 << j
+			}
+			continue
+		}
+		if j >= maxLoRA {
+			continue
+		}
+		if len(k) < 64 {
+			lk.lens |= 1 << len(k)
+		} else {
+			lk.long = true
+		}
+	}
+	return lk
+}
+
+// maybeLoRA reports whether a key of this length may be a LoRA key the
+// snapshot copies.
+func (lk *loraKeys) maybeLoRA(k string) bool {
+	if len(k) < 64 {
+		return lk.lens&(1<<len(k)) != 0
+	}
+	return lk.long
+}
+
+// maxLoRA is how many LoRA keys the snapshot copies; the rest are read from
+// the span.
+const maxLoRA = 8
 
 type snapshot struct {
 	vals [numKeys]scalar
@@ -214,10 +241,12 @@ type snapshot struct {
 	// lora[j] is the string value of Settings.LoRAAttributes[j] on the span
 	// (its first occurrence, as Map.Get sees it), for the first len(lora)
 	// keys that are not also keys above.
-	lora     [8]string
+	lora     [maxLoRA]string
 	loraSeen uint8
-	// loraLive: a LoRA key is one this processor writes, so it must be read
-	// from the span after the writes.
+	// loras is what the settings' LoRA keys are (loraKeys); loraLive is
+	// set when one of them is a key this processor writes, so it must be
+	// read from the span after the writes.
+	loras    *loraKeys
 	loraLive bool
 
 	// content counts the content keys seen (Settings.RemoveContent); they
@@ -225,39 +254,37 @@ type snapshot struct {
 	content int
 }
 
-func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
+func (sn *snapshot) fill(attrs pcommon.Map, set *Settings, lk *loraKeys) {
 	loras := set.LoRAAttributes
-	for _, k := range loras {
-		if liveKey(k) {
-			sn.loraLive = true
-		}
-	}
+	sn.loras = lk
+	sn.loraLive = lk.any
 	attrs.Range(func(k string, v pcommon.Value) bool {
-		if k == srcFinishReasons {
+		i := keyIndex(k)
+		switch {
+		case i < 0:
+			if set.content != nil && set.content.Match(k) {
+				sn.content++
+				return true
+			}
+			if lk.maybeLoRA(k) {
+				for j := 0; j < len(loras) && j < maxLoRA; j++ {
+					if loras[j] == k && sn.loraSeen&(1<<j) == 0 {
+						sn.loraSeen |= 1 << j
+						if v.Type() == pcommon.ValueTypeStr {
+							sn.lora[j] = v.Str()
+						}
+					}
+				}
+			}
+			return true
+		case i == kFinishReasons:
 			if set.contentReasons {
 				sn.content++
 			} else {
 				sn.failure = failureOf(v)
 			}
 			return true
-		}
-		i := keyIndex(k)
-		if i < 0 {
-			if set.content != nil && set.content.Match(k) {
-				sn.content++
-				return true
-			}
-			for j := 0; j < len(loras) && j < len(sn.lora); j++ {
-				if loras[j] == k && sn.loraSeen&(1<<j) == 0 {
-					sn.loraSeen |= 1 << j
-					if v.Type() == pcommon.ValueTypeStr {
-						sn.lora[j] = v.Str()
-					}
-				}
-			}
-			return true
-		}
-		if set.contentKeys[i] {
+		case set.contentKeys[i]:
 			sn.content++
 			return true
 		}
@@ -279,6 +306,15 @@ func (sn *snapshot) fill(attrs pcommon.Map, set *Settings) {
 // the snapshot does not change after fill.
 func (sn *snapshot) get(i int) (*scalar, bool) {
 	return &sn.vals[i], sn.has[i]
+}
+
+// lacks is 1 when a value is to be written under key i and the span has
+// none there yet: one more entry for the attribute slice.
+func (sn *snapshot) lacks(i int, write bool) int {
+	if write && !sn.has[i] {
+		return 1
+	}
+	return 0
 }
 
 // str returns a string attribute the snapshot holds, or "".

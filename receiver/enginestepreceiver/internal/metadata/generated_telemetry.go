@@ -31,6 +31,7 @@ type TelemetryBuilder struct {
 	ReceiverEngineStepHookDropped    metric.Int64Counter
 	ReceiverEngineStepHookEvictedIds metric.Int64Counter
 	ReceiverEngineStepIDTableResets  metric.Int64Counter
+	ReceiverEngineStepLaunchMarks    metric.Int64Counter
 	ReceiverEngineStepRingFaults     metric.Int64Counter
 	ReceiverEngineStepRingRecords    metric.Int64Counter
 	ReceiverEngineStepRings          metric.Int64UpDownCounter
@@ -97,6 +98,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_engine_step_id_table_resets",
 		metric.WithDescription("Times the receiver's request id intern table reached its limit and started over (costs allocations, loses nothing). [Development]"),
 		metric.WithUnit("{reset}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverEngineStepLaunchMarks, err = builder.meter.Int64Counter(
+		"otelcol_receiver_engine_step_launch_marks",
+		metric.WithDescription("Launch marks decoded from executor worker processes (vLLM's multiprocess executor), each handed to the correlation window, which ties the worker's kernel launches to the engine's steps by them. [Development]"),
+		metric.WithUnit("{mark}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverEngineStepRingFaults, err = builder.meter.Int64Counter(

@@ -101,6 +101,22 @@ func AssertEqualReceiverEngineStepIDTableResets(t *testing.T, tt *componenttest.
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverEngineStepLaunchMarks(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_engine_step_launch_marks",
+		Description: "Launch marks decoded from executor worker processes (vLLM's multiprocess executor), each handed to the correlation window, which ties the worker's kernel launches to the engine's steps by them. [Development]",
+		Unit:        "{mark}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_engine_step_launch_marks")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverEngineStepRingFaults(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_engine_step_ring_faults",

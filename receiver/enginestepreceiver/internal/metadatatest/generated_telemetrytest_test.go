@@ -24,6 +24,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverEngineStepHookDropped.Add(context.Background(), 1)
 	tb.ReceiverEngineStepHookEvictedIds.Add(context.Background(), 1)
 	tb.ReceiverEngineStepIDTableResets.Add(context.Background(), 1)
+	tb.ReceiverEngineStepLaunchMarks.Add(context.Background(), 1)
 	tb.ReceiverEngineStepRingFaults.Add(context.Background(), 1)
 	tb.ReceiverEngineStepRingRecords.Add(context.Background(), 1)
 	tb.ReceiverEngineStepRings.Add(context.Background(), 1)
@@ -44,6 +45,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverEngineStepIDTableResets(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverEngineStepLaunchMarks(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverEngineStepRingFaults(t, testTel,

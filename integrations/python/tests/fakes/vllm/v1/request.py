@@ -48,6 +48,8 @@ class Request:
         # (cycled), and schedule() calls to spend waiting for remote KV.
         self.accept = None
         self.remote_kv_wait = 0
+        # vLLM's property (sampling_params.structured_outputs is set).
+        self.use_structured_output = False
         # Ground truth for the tests: whether the prompt (or, after a
         # preemption, prompt and outputs) has been fully scheduled.
         self.prefilled = False
@@ -57,6 +59,7 @@ class Request:
         r = cls(req.request_id, req.prompt_len, req.max_tokens, req.client_index, req.arrival_time)
         r.accept = req.accept
         r.remote_kv_wait = req.remote_kv_wait
+        r.use_structured_output = req.structured
         if r.remote_kv_wait:
             r.status = RequestStatus.WAITING_FOR_REMOTE_KVS
         return r

@@ -35,7 +35,7 @@ class SamplingParams:
 
 
 class Req:
-    def __init__(self, rid, prompt_len, max_new_tokens, accept=None):
+    def __init__(self, rid, prompt_len, max_new_tokens, accept=None, grammar=False):
         self.rid = rid
         self.origin_input_ids = tokens(prompt_len)
         self.output_ids = tokens(0)
@@ -43,9 +43,11 @@ class Req:
         self.finished_reason = None
         self.to_finish = None
         self.is_retracted = False
-        # Test knob, not SGLang's: tokens per decode step with speculative
-        # decoding (cycled).
+        # Test knobs, not SGLang's: tokens per decode step with speculative
+        # decoding (cycled); a grammar whose sampling the overlap loop
+        # delays (delay_sample_func).
         self.accept = accept
+        self.grammar = grammar
 
     def finished(self):
         return self.finished_reason is not None

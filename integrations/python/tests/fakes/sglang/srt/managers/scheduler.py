@@ -21,7 +21,22 @@ The call structure is the real one:
   result_queue.append((batch.copy(), result)), then process the previous
   batch, so process_batch_result(N-1) runs while N is on the GPU and gets a
   copy, not the batch run_batch saw. A request that finished in N-1 is still
-  in N; its tokens from N are dropped.
+  in N; its tokens from N are dropped. With
+  SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP (here the constructor's
+  disable_consecutive_prefill_overlap) a prefill after a prefill first
+  processes the previous batch (is_disable_overlap_for_batch). After
+  processing, launch_batch_sample_if_needed(result, batch) launches the
+  current batch's sampling when it was delayed (delay_sample_func: a
+  grammar that needs the previous batch's tokens).
+
+Where the GPU work is launched (with a fake GPU, tests/fakes/gpu.py), all
+on the scheduler thread, as in the real file: get_next_batch_to_run
+prepares the batch it returns (prepare_for_extend/prepare_for_decode write
+the requests' KV slots, write_req_to_token_pool_triton); run_batch launches
+the forward on forward_stream (a CUDA graph for decode, eager kernels for
+extend) and the sampling unless delayed; launch_batch_sample_if_needed the
+delayed sampling; process_batch_result frees the KV of requests that
+finished (the allocator's free is a torch.cat on the device).
 
 The real loops run until the process ends; these end when every scripted
 arrival was served (gracefully_exit). Requests arrive from self.arrivals
@@ -36,6 +51,7 @@ process_batch_result adds the tokens it appended.
 import collections
 import time
 
+from gpu import ATTN, CAT, GEMM, KV_SLOTS, NORM, SAMPLE
 from sglang.srt.distributed.parallel_state_wrapper import ParallelState
 from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
 from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req, ScheduleBatch  # noqa: F401
@@ -64,9 +80,11 @@ class NextBatchPlan:
 
 
 class GenerationBatchResult:
-    def __init__(self, ready_at, truth):
+    def __init__(self, ready_at, truth, batch=0):
         self.ready_at = ready_at
         self.truth = truth
+        self.batch = batch  # the fake's forward_ct of the batch (ground truth)
+        self.delay_sample_func = None
 
 
 class TokenToKVPoolAllocator:
@@ -103,7 +121,7 @@ def ranks(server_args):
 class Scheduler:
     def __init__(self, server_args, port_args=None, gpu_id=0, tp_rank=0, moe_ep_rank=0, pp_rank=0,
                  attn_cp_rank=0, moe_dp_rank=0, dp_rank=None, kv_tokens=4096, step_time=0.0,
-                 arrivals=None):
+                 arrivals=None, gpu=None, disable_consecutive_prefill_overlap=False, overlap_thread=False):
         self.server_args = server_args
         attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size = compute_dp_attention_world_info(
             server_args.enable_dp_attention, tp_rank, server_args.tp_size, server_args.dp_size,
@@ -133,6 +151,14 @@ class Scheduler:
         self.arrivals = dict(arrivals or {})
         self.iteration = 0
         self.truth = []
+        self.gpu = gpu
+        self.disable_consecutive_prefill_overlap = disable_consecutive_prefill_overlap
+        # Older SGLang: the forward runs on TpModelWorkerClient's thread.
+        self.tp_worker = None
+        if overlap_thread and self.enable_overlap and gpu is not None:
+            from sglang.srt.managers.tp_worker_overlap_thread import TpModelWorkerClient
+
+            self.tp_worker = TpModelWorkerClient(gpu)
 
     # -- requests ---------------------------------------------------------
 
@@ -178,6 +204,10 @@ class Scheduler:
         if ret is None and self.server_args.enable_dp_attention and self.arrivals:
             # A rank without work runs an empty batch with its DP peers.
             ret = ScheduleBatch([], ForwardMode.IDLE, enable_overlap=self.enable_overlap)
+        if ret is not None and self.gpu is not None and not ret.forward_mode.is_idle():
+            # The batch's KV slots, written by prepare_for_extend/decode; run_batch
+            # gives it the next forward_ct.
+            self.gpu.launch(self.forward_ct + 1, [(KV_SLOTS, 40 if ret.forward_mode.is_extend() else 15)])
         return NextBatchPlan(batch_to_run=ret, running_batch=running_batch)
 
     def get_new_batch_prefill(self, running_batch):
@@ -235,18 +265,55 @@ class Scheduler:
                 "resumed": sorted(resumed),
             }
             batch.fake_retracted = []
+        if truth is not None:
+            truth["batch"] = self.forward_ct
         now = time.monotonic()
         ready = max(now, self._gpu_free_at) + (0 if fm.is_idle() else self.step_time)
         self._gpu_free_at = ready
-        return GenerationBatchResult(ready, truth)
+        result = GenerationBatchResult(ready, truth, self.forward_ct)
+        gpu = self.gpu
+        if self.tp_worker is not None and not fm.is_idle():
+            from sglang.srt.managers.tp_worker_overlap_thread import ModelWorkerBatch
+
+            self.tp_worker.forward_batch_generation(ModelWorkerBatch(
+                self.forward_ct, fm.is_decode(), len(batch.reqs), batch.extend_num_tokens))
+        elif gpu is not None and not fm.is_idle():
+            n = len(batch.reqs)
+            if fm.is_decode():
+                gpu.launch(self.forward_ct, [(NORM, 150), (ATTN, 500 + 60 * n), (GEMM, 700)], graph=True)
+            else:
+                toks = batch.extend_num_tokens
+                gpu.launch(self.forward_ct, [(NORM, 100), (ATTN, 200 + 20 * toks), (GEMM, 300 + 10 * toks)])
+            if self.enable_overlap and any(r.grammar for r in batch.reqs):
+                ct = self.forward_ct
+                result.delay_sample_func = lambda: (gpu.launch(ct, [(SAMPLE, 120)]), result)[1]
+            else:
+                gpu.launch(self.forward_ct, [(SAMPLE, 120)])
+        return result
+
+    def launch_batch_sample_if_needed(self, batch_result, cur_batch):
+        if batch_result is None or batch_result.delay_sample_func is None:
+            return
+        _batch_result = batch_result.delay_sample_func()
+        assert _batch_result is batch_result
+
+    def is_disable_overlap_for_batch(self, batch, last_batch):
+        is_extend = lambda b: b and b.forward_mode.is_extend()  # noqa: E731
+        return bool(self.disable_consecutive_prefill_overlap and is_extend(batch) and is_extend(last_batch))
 
     def process_batch_result(self, batch, result):
-        wait = result.ready_at - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)  # the overlap loop waits on the result's copy_done
+        if self.tp_worker is not None and result.truth is not None:
+            self.tp_worker.resolve_batch_result(result.batch)
+        elif self.gpu is not None:
+            self.gpu.wait(result.batch)  # copy_done.synchronize()
+        else:
+            wait = result.ready_at - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # the overlap loop waits on the result's copy_done
         if result.truth is None:
             return  # idle
         ids, toks = [], []
+        freed = 0
         for req in batch.reqs:
             if req.finished():
                 continue  # overlap: finished in the previous batch, still in this one
@@ -259,8 +326,11 @@ class Scheduler:
             toks.append(n)
             if len(req.output_ids) >= req.sampling_params.max_new_tokens:
                 req.finished_reason = FINISH_LENGTH(len(req.output_ids))
+                freed += 1
                 if req in self.live:
                     self.live.remove(req)
+        if freed and self.gpu is not None:
+            self.gpu.launch(result.batch, [(CAT, 30)])  # release_kv_cache: free the KV slots
         t = dict(result.truth, request_ids=ids, request_tokens=toks)
         self.truth.append(t)
 
@@ -295,11 +365,18 @@ class Scheduler:
             plan = self.get_next_batch_to_run(running_batch=self.running_batch, last_batch=self.last_batch)
             self.running_batch = plan.running_batch
             batch = plan.batch_to_run
+            disable_overlap_for_batch = self.is_disable_overlap_for_batch(batch, last_batch=self.last_batch)
+            if disable_overlap_for_batch:
+                pop_and_process()
             if batch:
                 batch_result = self.run_batch(batch)
                 self.result_queue.append((batch.copy(), batch_result))
+            else:
+                batch_result = None
             if self.last_batch:
-                pop_and_process()
+                if not disable_overlap_for_batch:
+                    pop_and_process()
+            self.launch_batch_sample_if_needed(batch_result, batch)
             self.last_batch = batch
 
     def run_event_loop(self):
@@ -307,3 +384,6 @@ class Scheduler:
             self.event_loop_overlap()
         else:
             self.event_loop_normal()
+        if self.tp_worker is not None:
+            self.tp_worker.__delete__()
+            self.tp_worker.forward_thread.join()

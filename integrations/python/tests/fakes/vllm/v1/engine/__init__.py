@@ -21,7 +21,7 @@ class FinishReason(enum.IntEnum):
 
 class EngineCoreRequest:
     def __init__(self, request_id, prompt_len, max_tokens, arrival_time=0.0, client_index=0,
-                 accept=None, remote_kv_wait=0):
+                 accept=None, remote_kv_wait=0, structured=False):
         self.request_id = request_id
         self.external_req_id = None
         self.prompt_token_ids = tokens(prompt_len)
@@ -33,6 +33,8 @@ class EngineCoreRequest:
         # Test knobs carried to the engine-side Request (see vllm.v1.request).
         self.accept = accept
         self.remote_kv_wait = remote_kv_wait
+        # Stands for sampling_params.structured_outputs being set.
+        self.structured = structured
 
 
 class EngineCoreOutput:

@@ -12,7 +12,11 @@ The call structure is the real one:
 - step_with_batch_queue(): schedules a new batch and launches it; while the
   queue is not full it returns (None, executed) without waiting. Once full,
   it pops the oldest batch, waits for it, and calls update_from_output for
-  that batch, so the call that schedules batch N+1 returns batch N.
+  that batch, so the call that schedules batch N+1 returns batch N. A batch
+  whose structured-output request still has a token in flight
+  (pending_structured_output_tokens, set by AsyncScheduler) is executed but
+  not sampled: after update_from_output of the previous batch, the same
+  call computes its grammar bitmask, calls sample_tokens and queues it.
 - post_step() hands draft tokens to the scheduler (sync scheduling only).
 - preprocess_add_request(EngineCoreRequest) runs on the input thread and
   returns (Request, wave); add_request puts the Request into the scheduler.
@@ -56,12 +60,12 @@ class EngineCore:
     """Inner loop of the fake engine."""
 
     def __init__(self, scheduler=None, step_time=0.0, async_scheduling=False, data_parallel_rank=0,
-                 executor=None):
+                 executor=None, gpu=None):
         self.vllm_config = VllmConfig(data_parallel_rank, async_scheduling)
         if scheduler is None:
             scheduler = (AsyncScheduler if async_scheduling else Scheduler)()
         self.scheduler = scheduler
-        self.model_executor = executor or Executor(scheduler, step_time)
+        self.model_executor = executor or Executor(scheduler, step_time, gpu)
         self.batch_queue_size = self.vllm_config.max_concurrent_batches
         self.batch_queue = None
         if self.batch_queue_size > 1:
@@ -70,6 +74,8 @@ class EngineCore:
         self.async_scheduling = async_scheduling
         self.aborts_queue = queue.Queue()
         self.check_for_draft_tokens = True
+        # Ground truth for the tests: deferred structured-output samplings.
+        self.deferred_samples = 0
 
     def add_request(self, request, request_wave=0):
         if not isinstance(request.request_id, str):
@@ -110,24 +116,36 @@ class EngineCore:
         batch_queue = self.batch_queue
         assert len(batch_queue) < self.batch_queue_size
         model_executed = False
+        deferred_scheduler_output = None
         if self.scheduler.has_requests():
             scheduler_output = self.scheduler.schedule(self._should_throttle_prefills())
             exec_future = self.model_executor.execute_model(scheduler_output, non_block=True)
             model_executed = scheduler_output.total_num_scheduled_tokens > 0
             if not model_executed:
                 future = exec_future  # nothing to sample
+            elif not scheduler_output.pending_structured_output_tokens:
+                grammar_output = self.scheduler.get_grammar_bitmask(scheduler_output)
+                future = self.model_executor.sample_tokens(grammar_output, non_block=True)
             else:
-                future = self.model_executor.sample_tokens(None, non_block=True)
-            batch_queue.appendleft((future, scheduler_output, exec_future))
-            if len(batch_queue) < self.batch_queue_size and (
-                    model_executed or self.scheduler.has_requests()):
-                return None, model_executed
+                # Sampling waits until the previous batch's output is in.
+                deferred_scheduler_output = scheduler_output
+            if not deferred_scheduler_output:
+                batch_queue.appendleft((future, scheduler_output, exec_future))
+                if len(batch_queue) < self.batch_queue_size and (
+                        model_executed or self.scheduler.has_requests()):
+                    return None, model_executed
         elif not batch_queue:
             return None, False
         future, scheduler_output, exec_future = batch_queue.pop()
         model_output = future.result()
         self._process_aborts_queue()
         engine_core_outputs = self.scheduler.update_from_output(scheduler_output, model_output)
+        if deferred_scheduler_output:
+            # The grammar can now take the previous batch's tokens.
+            self.deferred_samples += 1
+            grammar_output = self.scheduler.get_grammar_bitmask(deferred_scheduler_output)
+            future = self.model_executor.sample_tokens(grammar_output, non_block=True)
+            batch_queue.appendleft((future, deferred_scheduler_output, exec_future))
         return engine_core_outputs, model_executed
 
     def _process_aborts_queue(self):
@@ -194,6 +212,9 @@ class EngineCoreProc(EngineCore):
     def shutdown(self):
         self.client_queue.put(None)
         self.input_thread.join()
+        stop = getattr(self.model_executor, "shutdown", None)
+        if stop is not None:
+            stop()
 
 
 class Client:

@@ -182,6 +182,11 @@ class Scheduler:
         self._update_after_schedule(so)
         return so
 
+    def get_grammar_bitmask(self, so):
+        """The grammar bitmask of so's structured-output requests: CPU work
+        (StructuredOutputManager.grammar_bitmask); none here."""
+        return None
+
     def _update_after_schedule(self, so):
         for rid, n in so.num_scheduled_tokens.items():
             req = self.requests[rid]
@@ -202,6 +207,12 @@ class Scheduler:
             "preempted": sorted(ext.get(r.request_id, r.request_id) for r in preempted),
             "resumed": sorted(ext.get(r.request_id, r.request_id) for r in resumed),
         }
+
+    def note_batch(self, so, n):
+        """The executor numbered so's batch n (ground truth only)."""
+        t = self._pending_truth.get(id(so))
+        if t is not None:
+            t["batch"] = n
 
     def update_draft_token_ids(self, drafts):
         for rid, ids in drafts.items():
@@ -280,6 +291,10 @@ class AsyncScheduler(Scheduler):
             req = self.requests[rid]
             if req.is_prefill_chunk:
                 continue
+            # The grammar needs the token still in flight: sampling waits
+            # for the previous batch's update (core.py's deferred branch).
+            so.pending_structured_output_tokens |= (
+                req.use_structured_output and req.num_output_placeholders > 0)
             req.num_output_placeholders += 1 + len(so.scheduled_spec_decode_tokens.get(rid, ()))
 
     def _update_request_with_output(self, req, new_token_ids):
