@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,28 +197,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	assert.Contains(t, text(t, ctx, "#targets"), "TTFT ≤ 2.00 s")
 	assert.Contains(t, text(t, ctx, "#targets"), "TPOT ≤ 100 ms")
 
-	// TTFT p50 of the last flush lies within the TTFTs sent (all requests
-	// arrive in one flush, so it is their median's bucket).
-	v, err = attr(ctx, "#tile-ttft", "data-value")
-	require.NoError(t, err)
-	minTTFT, maxTTFT := math.Inf(1), math.Inf(-1)
-	for _, r := range tr.requests {
-		if !r.failed {
-			minTTFT, maxTTFT = math.Min(minTTFT, r.ttft), math.Max(maxTTFT, r.ttft)
-		}
-	}
-	assert.GreaterOrEqual(t, num(t, v), minTTFT-1e-9)
-	assert.LessOrEqual(t, num(t, v), maxTTFT+1e-9)
-
-	// Slowest requests: the longest first, with its e2e.
-	slow := tr.slowest()
-	v, err = attr(ctx, "#slowest tbody tr:first-child", "data-request-id")
-	require.NoError(t, err)
-	assert.Equal(t, slow.id, v)
-	v, err = attr(ctx, "#slowest tbody tr:first-child", "data-e2e")
-	require.NoError(t, err)
-	assert.InDelta(t, slow.e2e, num(t, v), 1e-9)
-	assert.Equal(t, total, count(t, ctx, "#slowest tbody tr[data-request-id]"))
+	// Every chart's figures, against what was sent.
+	checkLatencyCharts(t, ctx, addr, tr.engine, tr)
+	checkStackedCharts(t, ctx, tr)
+	checkSlowest(t, ctx, tr)
 
 	// Kernels: each kernel's GPU time is what was streamed.
 	for _, k := range tr.kernels {

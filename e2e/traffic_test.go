@@ -57,6 +57,7 @@ type traffic struct {
 	memLimit float64
 	powerW   float64
 	steps    int // engine batches the hook reported
+	engine   driveOutput
 }
 
 // Goodput targets of the shipped config (the connector's defaults).
@@ -76,17 +77,6 @@ func (tr traffic) counts() (total, failed, good int) {
 		}
 	}
 	return total, failed, good
-}
-
-// slowest returns the request with the longest e2e.
-func (tr traffic) slowest() sentRequest {
-	best := tr.requests[0]
-	for _, r := range tr.requests[1:] {
-		if r.e2e > best.e2e {
-			best = r
-		}
-	}
-	return best
 }
 
 // dashboardEnv is defaultEnv with short flush intervals, so a test sees
@@ -128,6 +118,7 @@ func feedTraffic(t *testing.T, ports *e2etest.Ports, sockDir string) traffic {
 	start := time.Now().Add(-500 * time.Millisecond).Truncate(time.Microsecond)
 	engine := runFakeEngine(t, filepath.Join(sockDir, "step.sock"), tr.service, "--engine", "vllm", "--step-ms", "5")
 	tr.steps = len(engine.Steps)
+	tr.engine = engine
 	ids := map[string]bool{}
 	for _, st := range engine.Steps {
 		for _, id := range st.RequestIDs {

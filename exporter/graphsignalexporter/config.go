@@ -30,8 +30,11 @@ const (
 	// 10000 signals at a time.
 	defaultFlushTimeout = time.Second
 	defaultMaxBatch     = 10000
-	// The timeline's default budget holds about 300,000 kernel spans or
-	// 250,000 steps.
+	// The timeline's default budget holds about 380,000 records of a busy
+	// engine's mix, mostly kernel spans: 4× the 95,318 a 16 MiB store holds
+	// in `go test -run TestBudgetMatchesHeap -v
+	// ./exporter/graphsignalexporter/internal/timeline/` (README, "Timeline
+	// memory").
 	defaultTimelineMiB = 64
 	defaultTimelineAge = 15 * time.Minute
 	// The inference_metrics connector's default goodput targets.

@@ -53,12 +53,12 @@ type fixtureStep struct {
 	ids             []string
 }
 
-// fixtureKernel follows receiver/cuptireceiver/internal/aggregate/aggregate.go
+// fixtureKernel follows receiver/cuptireceiver/internal/aggregate/spans.go
 // (FlushSpans): name = shortened kernel name, attributes gpu.kernel.name,
 // gpu.kernel.category, hw.id, inferprof.gpu.stream,
 // inferprof.cuda.correlation_id; resource host.name, process.pid,
-// inferprof.activity.source. The span link to the launching step is what
-// issue 13's correlation will add; step < 0 leaves it out.
+// inferprof.activity.source; the span link to the launching step, as
+// aggregate/spans.go FlushSpans adds it; step < 0 leaves it out.
 type fixtureKernel struct {
 	name, category string
 	device         string
@@ -69,6 +69,8 @@ type fixtureKernel struct {
 
 type fixture struct {
 	service  string
+	instance string // service.instance.id; "" leaves the engine_step receiver's process form
+	tag      byte   // in trace and span ids, to keep replicas' ids apart
 	requests []fixtureRequest
 	steps    []fixtureStep
 	kernels  []fixtureKernel
@@ -136,6 +138,28 @@ func newFixture() fixture {
 	return f
 }
 
+// replica is newFixture's traffic served by another engine instance of the
+// same service.name, as inferprof-run starts them: its own
+// service.instance.id, process, request ids, step indexes, trace ids and
+// GPU.
+func replica(instance string, tag byte, device string) fixture {
+	f := newFixture()
+	f.instance, f.tag = instance, tag
+	for i := range f.steps {
+		f.steps[i].index += 1000 * int64(tag)
+		for j := range f.steps[i].ids {
+			f.steps[i].ids[j] += "-" + instance
+		}
+	}
+	for i := range f.requests {
+		f.requests[i].id += "-" + instance
+	}
+	for i := range f.kernels {
+		f.kernels[i].device = device
+	}
+	return f
+}
+
 // traces builds the fixture's spans and runs the request spans through the
 // real inference processor (phase spans and ITL from the steps), as the
 // shipped traces pipeline does.
@@ -147,10 +171,14 @@ func (f fixture) traces(t *testing.T) ptrace.Traces {
 		ra := rs.Resource().Attributes()
 		ra.PutStr(names.ResourceServiceName, f.service)
 		ra.PutStr(names.ResourceEngineName, "vllm")
-		ra.PutInt(names.ResourceProcessPID, 4242)
+		ra.PutInt(names.ResourceProcessPID, 4242+int64(f.tag))
 		ra.PutStr(names.ResourceHostName, "gpu-node-1")
 		ra.PutInt(names.ResourceEngineIndex, 0)
-		ra.PutStr(names.ResourceServiceInstance, "gpu-node-1/4242/0")
+		if f.instance != "" {
+			ra.PutStr(names.ResourceServiceInstance, f.instance)
+		} else {
+			ra.PutStr(names.ResourceServiceInstance, "gpu-node-1/4242/0")
+		}
 		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 		sp.SetName(names.SpanEngineStep)
 		tid, sid := stepIDs(f.service, st.index)
@@ -176,13 +204,16 @@ func (f fixture) traces(t *testing.T) ptrace.Traces {
 	reqs := ptrace.NewTraces()
 	rs := reqs.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr(names.ResourceServiceName, f.service)
+	if f.instance != "" {
+		rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, f.instance)
+	}
 	spans := rs.ScopeSpans().AppendEmpty().Spans()
 	for i, r := range f.requests {
 		sp := spans.AppendEmpty()
 		sp.SetName("llm_request")
 		sp.SetKind(ptrace.SpanKindServer)
-		sp.SetTraceID(pcommon.TraceID{0xaa, byte(i + 1)})
-		sp.SetSpanID(pcommon.SpanID{0xbb, byte(i + 1)})
+		sp.SetTraceID(pcommon.TraceID{0xaa, byte(i + 1), f.tag})
+		sp.SetSpanID(pcommon.SpanID{0xbb, byte(i + 1), f.tag})
 		sp.SetStartTimestamp(at(r.start))
 		sp.SetEndTimestamp(at(r.end))
 		a := sp.Attributes()
@@ -215,14 +246,14 @@ func (f fixture) traces(t *testing.T) ptrace.Traces {
 	krs := out.ResourceSpans().AppendEmpty()
 	ka := krs.Resource().Attributes()
 	ka.PutStr(names.ResourceHostName, "gpu-node-1")
-	ka.PutInt(names.ResourceProcessPID, 4242)
+	ka.PutInt(names.ResourceProcessPID, 4242+int64(f.tag))
 	ka.PutStr("inferprof.activity.source", "cupti")
 	kspans := krs.ScopeSpans().AppendEmpty().Spans()
 	for i, k := range f.kernels {
 		sp := kspans.AppendEmpty()
 		sp.SetName(k.name)
-		sp.SetTraceID(pcommon.TraceID{0xcc, 1})
-		sp.SetSpanID(pcommon.SpanID{0xcc, byte(i + 1)})
+		sp.SetTraceID(pcommon.TraceID{0xcc, 1, f.tag})
+		sp.SetSpanID(pcommon.SpanID{0xcc, byte(i + 1), f.tag})
 		sp.SetKind(ptrace.SpanKindInternal)
 		sp.SetStartTimestamp(at(k.start))
 		sp.SetEndTimestamp(at(k.end))

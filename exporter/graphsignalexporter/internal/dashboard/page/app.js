@@ -73,8 +73,10 @@ function setTile(id, value, raw, sub, cls) {
   if (cls) t.classList.add(cls);
 }
 
-// lineChart draws series of [t, v] on a time axis; opts.target draws a
-// dashed horizontal line; opts.fmt formats the y axis.
+// lineChart draws series of [t, v] (or [t, v, count]) on a time axis;
+// opts.target draws a dashed horizontal line; opts.fmt formats the y axis.
+// Each point carries its raw figures (data-series, data-t, data-value,
+// data-count) so tests and scripts read numbers, not pixels.
 function lineChart(host, series, opts) {
   host.replaceChildren();
   const pts = series.flatMap((s) => s.points);
@@ -118,7 +120,9 @@ function lineChart(host, series, opts) {
         fill: "none", stroke: se.color, "stroke-width": 1.8, "vector-effect": "non-scaling-stroke" }));
     }
     for (const q of p) {
-      const c = svg("circle", { cx: x(q[0]), cy: y(q[1]), r: p.length > 40 ? 1.2 : 2.4, fill: se.color });
+      const c = svg("circle", { cx: x(q[0]), cy: y(q[1]), r: p.length > 40 ? 1.2 : 2.4, fill: se.color,
+        "data-series": se.name, "data-t": String(q[0]), "data-value": String(q[1]),
+        "data-count": q.length > 2 ? String(q[2]) : null });
       c.appendChild(svg("title", {}, `${se.name} ${opts.fmt(q[1])} at ${fmtTime(q[0])}`));
       s.appendChild(c);
     }
@@ -126,7 +130,8 @@ function lineChart(host, series, opts) {
   host.appendChild(s);
 }
 
-// stackedBars draws one bar per point with its parts stacked.
+// stackedBars draws one bar per point with its parts stacked; each part
+// carries its raw figure (data-t, data-part, data-value).
 function stackedBars(host, points, parts, fmt) {
   host.replaceChildren();
   if (!points.length) {
@@ -156,7 +161,8 @@ function stackedBars(host, points, parts, fmt) {
     for (const [k, colour] of parts) {
       const v = p[k] || 0;
       if (v <= 0) continue;
-      const r = svg("rect", { x: x(i), y: y(acc + v), width: bw, height: Math.max(0.5, y(acc) - y(acc + v)), fill: colour });
+      const r = svg("rect", { x: x(i), y: y(acc + v), width: bw, height: Math.max(0.5, y(acc) - y(acc + v)), fill: colour,
+        "data-t": String(p.t), "data-part": k, "data-value": String(v) });
       r.appendChild(svg("title", {}, `${fmtTime(p.t)} ${k}: ${fmt(v)}`));
       s.appendChild(r);
       acc += v;
@@ -180,9 +186,9 @@ function latencyCharts(d) {
   for (const key of ["ttft", "tpot", "itl", "e2e"]) {
     const pts = d.latency[key] || [];
     lineChart(document.getElementById("chart-" + key), [
-      { name: "p50", color: "var(--p50)", points: pts.map((p) => [p.t, p.p50]) },
-      { name: "p90", color: "var(--p90)", points: pts.map((p) => [p.t, p.p90]) },
-      { name: "p99", color: "var(--p99)", points: pts.map((p) => [p.t, p.p99]) },
+      { name: "p50", color: "var(--p50)", points: pts.map((p) => [p.t, p.p50, p.count]) },
+      { name: "p90", color: "var(--p90)", points: pts.map((p) => [p.t, p.p90, p.count]) },
+      { name: "p99", color: "var(--p99)", points: pts.map((p) => [p.t, p.p99, p.count]) },
     ], { fmt: fmtDur, target: targets[key] || 0, empty: key === "itl" ? "no engine steps yet (inter-token latency needs the step hook)" : "no requests yet" });
   }
 }
@@ -304,7 +310,7 @@ function breakdownBar(r) {
   for (const [k, colour] of PHASES) {
     const v = r[k];
     if (!v || v <= 0) continue;
-    const s = el("span", { title: `${k} ${fmtDur(v)}` });
+    const s = el("span", { title: `${k} ${fmtDur(v)}`, "data-phase": k, "data-seconds": String(v) });
     s.style.width = Math.min(100, v / total * 100).toFixed(2) + "%";
     s.style.background = colour;
     bar.appendChild(s);
@@ -324,7 +330,11 @@ function slowestTable(d) {
     body.appendChild(tr);
   }
   for (const r of d.slowest) {
-    const tr = el("tr", { "data-request-id": r.request_id, "data-e2e": String(r.e2e) });
+    // Raw figures as data-* (empty: not measured), for tests and scripts.
+    const raw = (v) => (v === null || v === undefined ? "" : String(v));
+    const tr = el("tr", { "data-request-id": r.request_id, "data-e2e": String(r.e2e), "data-ttft": raw(r.ttft),
+      "data-tpot": raw(r.tpot), "data-queue": raw(r.queue), "data-prefill": raw(r.prefill), "data-decode": raw(r.decode),
+      "data-other": raw(r.other), "data-output-tokens": raw(r.output_tokens), "data-error": r.error || "" });
     const id = el("td", { class: "name", title: `${r.request_id} · trace ${r.trace_id} · ${r.instance}` }, r.request_id || r.trace_id);
     if (r.error) id.appendChild(el("span", { class: "err" }, " " + r.error));
     const bd = el("td");
