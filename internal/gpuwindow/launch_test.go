@@ -67,7 +67,9 @@ func TestLaunchWindowsOverrideTheRange(t *testing.T) {
 }
 
 // Launches between a batch's windows (another call of the engine thread)
-// and launches of another thread within them belong to no step.
+// and launches of another thread within them belong to no step. One
+// between the windows waits for the next step, which might have filled
+// the gap (see TestOverlappingWindowsOfTwoThreads).
 func TestLaunchesOutsideTheWindows(t *testing.T) {
 	t.Parallel()
 	tl := newTimeline(t, New(Config{}), "h", 100, 1, "")
@@ -75,7 +77,10 @@ func TestLaunchesOutsideTheWindows(t *testing.T) {
 	in := tl.launchOn(7, 150)
 	between := tl.launchOn(7, 300) // e.g. a DP dummy batch
 	other := tl.launchOn(9, 450)   // another thread
-	tl.mark(1100)
+	assert.Equal(t, 1, tl.w.Stats().PendingLaunches, "the gap may be the next step's")
+	require.True(t, tl.stepW(2, 2, 1000, 2000, [2]int64{1100, 1200}))
+	assert.Zero(t, tl.w.Stats().PendingLaunches)
+	tl.mark(1300)
 	tl.kernel(in, 1, "attention", 200, 260, false)
 	tl.kernel(between, 1, "attention", 310, 320, false)
 	tl.kernel(other, 1, "attention", 460, 470, false)
@@ -84,31 +89,53 @@ func TestLaunchesOutsideTheWindows(t *testing.T) {
 	assert.Equal(t, uint64(2), tl.w.Stats().KernelsOutside)
 }
 
+// stepThreads registers step index (batch index) with launch windows on
+// the threads they name; its range runs from the first to the last.
+func (tl *timeline) stepThreads(index uint64, ws ...LaunchWindow) {
+	ok, _ := tl.w.AddStep(StepInfo{Engine: tl.engine, Index: index, Batch: index, LaunchStart: ws[0].Start, LaunchEnd: ws[len(ws)-1].End,
+		Windows: ws, Deadline: tl.now.Add(5 * time.Second), Ref: index})
+	require.True(tl.t, ok)
+}
+
 // Old SGLang launches a batch's forward on its own thread while the
 // scheduler thread prepares the next batch: windows of two threads overlap
-// in time, and each launch goes by its thread.
+// in time, and each launch goes by its thread. Whether the steps or the
+// launches reach the window first: when the CUPTI stream runs ahead of the
+// step stream (the collector reads the steps late), batch 2's launches
+// fall before step 1's last window (its processing, on the scheduler
+// thread) and must wait for step 2 rather than be called outside.
 func TestOverlappingWindowsOfTwoThreads(t *testing.T) {
 	t.Parallel()
-	tl := newTimeline(t, New(Config{}), "h", 100, 1, "")
-	st := func(index uint64, ws ...LaunchWindow) {
-		ok, _ := tl.w.AddStep(StepInfo{Engine: tl.engine, Index: index, Batch: index, LaunchStart: ws[0].Start, LaunchEnd: ws[len(ws)-1].End,
-			Windows: ws, Deadline: tl.now.Add(5 * time.Second), Ref: index})
-		require.True(t, ok)
+	for _, stepsFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "steps first", false: "launches first"}[stepsFirst], func(t *testing.T) {
+			t.Parallel()
+			tl := newTimeline(t, New(Config{}), "h", 100, 1, "")
+			// Batch 1: scheduler thread 7 at 0-100 and 1000-1100 (its
+			// processing), forward thread 8 at 100-900. Batch 2: scheduler
+			// thread 7 at 300-400 (during batch 1's forward), forward thread
+			// 8 at 900-1500.
+			tl.stepThreads(1, LaunchWindow{at(0), at(100), 7}, LaunchWindow{at(100), at(900), 8}, LaunchWindow{at(1000), at(1100), 7})
+			step2 := func() { tl.stepThreads(2, LaunchWindow{at(300), at(400), 7}, LaunchWindow{at(900), at(1500), 8}) }
+			if stepsFirst {
+				step2()
+			}
+			f1 := tl.launchOn(8, 350)
+			p2 := tl.launchOn(7, 360)
+			f2 := tl.launchOn(8, 1050) // during step 1's processing
+			if !stepsFirst {
+				assert.Equal(t, 2, tl.w.Stats().PendingLaunches, "batch 2's launches wait for its step")
+				step2()
+			}
+			tl.mark(1600)
+			tl.kernel(f1, 1, "attention", 400, 800, false)
+			tl.kernel(p2, 2, "gemm", 800, 810, false)
+			tl.kernel(f2, 1, "attention", 1100, 1300, false)
+			got := tl.collect(time.Second)
+			assert.Equal(t, us(400), got[1].Figures.KernelNS)
+			assert.Equal(t, us(210), got[2].Figures.KernelNS)
+			assert.Zero(t, tl.w.Stats().LaunchesOutside)
+		})
 	}
-	// Batch 1: scheduler thread 7 at 0-100, forward thread 8 at 100-900.
-	// Batch 2: scheduler thread 7 at 300-400 (during batch 1's forward), forward thread 8 at 900-1500.
-	st(1, LaunchWindow{at(0), at(100), 7}, LaunchWindow{at(100), at(900), 8})
-	st(2, LaunchWindow{at(300), at(400), 7}, LaunchWindow{at(900), at(1500), 8})
-	f1 := tl.launchOn(8, 350)
-	p2 := tl.launchOn(7, 360)
-	f2 := tl.launchOn(8, 1000)
-	tl.mark(1600)
-	tl.kernel(f1, 1, "attention", 400, 800, false)
-	tl.kernel(p2, 2, "gemm", 800, 810, false)
-	tl.kernel(f2, 1, "attention", 1100, 1300, false)
-	got := tl.collect(time.Second)
-	assert.Equal(t, us(400), got[1].Figures.KernelNS)
-	assert.Equal(t, us(210), got[2].Figures.KernelNS)
 }
 
 // worker is a tensor-parallel executor worker of the timeline's engine,

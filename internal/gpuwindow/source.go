@@ -185,7 +185,7 @@ func (w *Window) placeLocked(s *source, l cuptiwire.Launch) {
 	from := int64(0)
 	switch {
 	case s.info.PID == e.key.PID:
-		if st = e.findOwn(t, l.ThreadID); st == nil && t > e.maxLE {
+		if st = e.findOwn(t, l.ThreadID); st == nil && e.mayCome(t, l.ThreadID) {
 			w.holdLaunchLocked(s, l)
 			return
 		}

@@ -288,10 +288,16 @@ type engine struct {
 	ivs     []ival  // launch windows of the steps not final, by start
 	maxLE   int64   // latest launch window end registered
 	maxSpan int64   // longest launch window registered
-	bySeq   map[uint64]*step
-	maxSeq  uint64 // highest batch number registered
-	sources []*source
-	used    uint64 // w.seq when it last registered a step
+	// Per launching thread, the latest start of a step's first window on
+	// it: a step still to come launches on that thread only after it.
+	// Windows of one thread come in batch order but not in time order (the
+	// SGLang overlap loop prepares batch N+1 before it processes N), so a
+	// launch in a gap before maxLE may still be a later step's.
+	threadFirst map[uint32]int64
+	bySeq       map[uint64]*step
+	maxSeq      uint64 // highest batch number registered
+	sources     []*source
+	used        uint64 // w.seq when it last registered a step
 }
 
 // ival is one launch window of a step in its engine's own process.
@@ -387,8 +393,12 @@ func (e *engine) addWindows(st *step) {
 		ws = []LaunchWindow{{Start: st.info.LaunchStart, End: st.info.LaunchEnd, ThreadID: st.info.ThreadID}}
 	}
 	st.start, st.end = ws[0].Start, ws[0].End
+	first := map[uint32]int64{}
 	for _, lw := range ws {
 		st.start, st.end = min(st.start, lw.Start), max(st.end, lw.End)
+		if f, ok := first[lw.ThreadID]; !ok || lw.Start < f {
+			first[lw.ThreadID] = lw.Start
+		}
 		iv := ival{start: lw.Start, end: lw.End, tid: lw.ThreadID, st: st}
 		i := len(e.ivs)
 		for i > 0 && e.ivs[i-1].start > iv.start {
@@ -398,6 +408,27 @@ func (e *engine) addWindows(st *step) {
 		e.maxLE = max(e.maxLE, iv.end)
 		e.maxSpan = max(e.maxSpan, iv.end-iv.start)
 	}
+	if e.threadFirst == nil {
+		e.threadFirst = map[uint32]int64{}
+	}
+	for tid, f := range first {
+		if old, ok := e.threadFirst[tid]; ok || len(e.threadFirst) < maxLaunchThreads {
+			e.threadFirst[tid] = max(old, f)
+		}
+	}
+}
+
+// maxLaunchThreads bounds the threads an engine's windows are tracked for;
+// past it a thread's launches are held only after every window.
+const maxLaunchThreads = 64
+
+// mayCome reports whether a launch at t on thread tid that no window holds
+// may still belong to a step not registered yet.
+func (e *engine) mayCome(t int64, tid uint32) bool {
+	if f, ok := e.threadFirst[tid]; ok && tid != 0 {
+		return t > f
+	}
+	return t > e.maxLE
 }
 
 // findOwn returns the step whose launch window in the engine's own process

@@ -454,16 +454,22 @@ def _after(sched, st, batch, launch, before, t1):
             kv = 1.0 - free / total
     except Exception:
         kv = None
-    windows = launch.windows
-    if _open:
-        # A forward thread's window still open: that thread is finishing
-        # the batch's iteration now.
-        windows = [(a, t1 if b is None else b, t) for a, b, t in windows]
-    windows = wire.flat_windows(windows) if windows else ()
+    windows = _flat_windows(launch.windows, t1)
     em.emit(t0, t1, launch.prefill, launch.decode, launch.scheduled, running, waiting, kv,
             entries, [wire.id_bytes(r) for r in launch.retracted] if launch.retracted else (),
             [wire.id_bytes(r) for r in launch.resumed] if launch.resumed else (),
             launch.number, windows)
+
+
+def _flat_windows(windows, t1):
+    """The batch's windows for the wire, a forward thread's window still
+    open (its end None: that thread is finishing the batch's iteration
+    now) ending at t1. Tested per window, not by _open: the forward thread
+    takes its window out of _open before it sets the end, and the GIL can
+    pass to this thread in between."""
+    if not windows:
+        return ()
+    return wire.flat_windows([(a, t1 if b is None else b, t) for a, b, t in windows])
 
 
 def patch_overlap_thread(module):

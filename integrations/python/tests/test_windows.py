@@ -106,6 +106,55 @@ class LaunchWindowTest(HookTest):
                        if ba != bb and a[2] != b[2] and a[0] < b[1] and b[0] < a[1]]
         self.assertTrue(overlapping, "one batch's forward runs while the next is prepared")
 
+    def test_sglang_forward_window_closing_while_the_step_is_sent(self):
+        """The forward thread's get() takes its open window out of _open,
+        then reads the clock to end it; the GIL can pass to the scheduler
+        thread in between, which then sends the batch with that window's
+        end still None. Run that interleaving exactly: the clock read that
+        ends the window sends the step first."""
+        import queue
+        import time as time_mod
+
+        from inferprof_hook import sglang as hook
+
+        launch = type("Launch", (), {"windows": []})()
+        sent = []
+        real = time_mod.time_ns
+        closing = [False]
+
+        def time_ns():
+            if closing[0]:
+                closing[0] = False
+                self.assertFalse(hook._open, "the window is out of _open, its end not set")
+                sent.append(hook._flat_windows(launch.windows, 1234))
+            return real()
+
+        time_mod.time_ns = time_ns
+        try:
+            q = hook._timed_queue(queue.Queue)()
+        finally:
+            time_mod.time_ns = real
+        item = (object(), 0)
+        saved = dict(hook._queued), dict(hook._open)
+        try:
+            hook._queued.clear()
+            hook._open.clear()
+            hook._queued[id(item[0])] = launch
+            q.put(item)
+            q.get()  # opens the batch's window on this thread
+            self.assertEqual(len(launch.windows), 1)
+            q.put((None, None))
+            closing[0] = True
+            q.get()  # closes it: the step is sent at the clock read
+        finally:
+            hook._queued.clear()
+            hook._queued.update(saved[0])
+            hook._open.clear()
+            hook._open.update(saved[1])
+        self.assertEqual(len(sent), 1)
+        start, end, _ = sent[0]
+        self.assertEqual(end, max(1234, start), "an open window ends when the step is sent")
+
     def test_sglang_consecutive_prefills_without_overlap(self):
         """SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP: the previous prefill is
         processed between the next one's preparation and its launch."""

@@ -22,6 +22,15 @@ The call structure is the real one:
   thread that waits for the GPU result (AsyncModelRunnerOutput.get_output)
   and replies, so the main thread goes on to the next call.
 
+The GPU runs behind the CPU, as it does when the model is what takes the
+time: a batch's result comes back only after every worker launched the
+next batch, if the engine already enqueued it (step_with_batch_queue
+enqueues batch N+1 before it waits for N). The fake GPU's own timing would
+give that only on an idle machine; on a loaded one a worker can get to
+N+1 after N's result is back, so the executor waits for the workers'
+count of execute_model calls done (a shared counter) before it takes a
+reply: deterministic, whatever the scheduling.
+
 What is not real: each worker has its own queue standing in for the one
 shared-memory broadcast queue, and only what the fake worker reads of the
 SchedulerOutput is sent (WorkerSchedulerOutput); the sampled tokens are
@@ -85,11 +94,16 @@ class MultiprocExecutor:
         ctx = multiprocessing.get_context("spawn")
         self.rpc_broadcast_mq = [ctx.Queue() for _ in range(world_size)]
         self.worker_response_mq = [ctx.Queue() for _ in range(world_size)]
+        # Per worker, the execute_model calls it has run (launched), and
+        # the condition it signals after each.
+        self.executed = [ctx.Value("q", 0, lock=False) for _ in range(world_size)]
+        self.progress = ctx.Condition()
         self.procs = []
         for rank in range(world_size):
             p = ctx.Process(target=WorkerProc.worker_main, name="VllmWorker-%d" % rank, daemon=True,
                             kwargs={"rank": rank, "rpc": self.rpc_broadcast_mq[rank],
                                     "response": self.worker_response_mq[rank],
+                                    "progress": (self.executed[rank], self.progress),
                                     "worker_kwargs": {"rank": rank, "prep_ms": prep_ms, "scale": scale}})
             p.start()
             self.procs.append(p)
@@ -106,8 +120,21 @@ class MultiprocExecutor:
             q.put((method, args, kwargs or {}, unique_reply_rank))
         if unique_reply_rank is None:
             return [value(q.get()) for q in self.worker_response_mq]
-        fut = FutureWrapper(self.futures_queue, self.worker_response_mq[unique_reply_rank].get, value)
+        get = self.worker_response_mq[unique_reply_rank].get
+        if method in ("execute_model", "sample_tokens"):
+            n = self.batches
+            get = lambda: (self._behind(n), self.worker_response_mq[unique_reply_rank].get())[1]  # noqa: E731
+        fut = FutureWrapper(self.futures_queue, get, value)
         return fut if non_block else fut.result()
+
+    def _behind(self, n):
+        """Before batch n's reply: if batch n+1 is enqueued, waits until
+        every worker has launched it (the GPU behind the CPU)."""
+        if self.batches <= n:
+            return
+        with self.progress:
+            ok = self.progress.wait_for(lambda: all(e.value > n for e in self.executed), timeout=60)
+        assert ok, "workers never got to batch %d" % (n + 1)
 
     def execute_model(self, scheduler_output, non_block=False):
         self.batches += 1
@@ -150,8 +177,9 @@ class WorkerProc:
 
     READY_STR = "READY"
 
-    def __init__(self, rank, rpc, response, worker_kwargs):
+    def __init__(self, rank, rpc, response, worker_kwargs, progress=None):
         self.rank = rank
+        self.executed, self.progress = progress or (None, None)
         wrapper = WorkerWrapperBase(rpc_rank=rank)
         all_kwargs = [{} for _ in range(rank + 1)]
         all_kwargs[rank] = worker_kwargs
@@ -165,8 +193,8 @@ class WorkerProc:
         self.async_output_copy_thread.start()
 
     @staticmethod
-    def worker_main(rank, rpc, response, worker_kwargs):
-        worker = WorkerProc(rank, rpc, response, worker_kwargs)
+    def worker_main(rank, rpc, response, worker_kwargs, progress):
+        worker = WorkerProc(rank, rpc, response, worker_kwargs, progress)
         response.put((WorkerProc.READY_STR, os.getpid()))
         worker.worker_busy_loop()
         worker.async_output_queue.put(None)
@@ -189,5 +217,9 @@ class WorkerProc:
                 return
             method, args, kwargs, output_rank = item
             output = getattr(self.worker, method)(*args, **kwargs)
+            if method == "execute_model" and self.progress is not None:
+                with self.progress:
+                    self.executed.value += 1
+                    self.progress.notify_all()
             if output_rank is None or self.rank == output_rank:
                 self.handle_output((output, method == "sample_tokens"))
