@@ -201,16 +201,7 @@ func (h *History) Merge(b *History) {
 	h.totals.errors += b.totals.errors
 	h.totals.good += b.totals.good
 	for k, v := range b.kernels {
-		kt, ok := h.kernels[k]
-		if !ok {
-			if len(h.kernels) >= maxKernels {
-				k.name = "other"
-			}
-			if kt, ok = h.kernels[k]; !ok {
-				kt = &kernelTotals{}
-				h.kernels[k] = kt
-			}
-		}
+		kt := h.kernel(k)
 		kt.seconds += v.seconds
 		kt.count += v.count
 	}
@@ -298,19 +289,7 @@ func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 			if k.category == "" {
 				k.category = "other"
 			}
-			kt, ok := h.kernels[k]
-			if !ok {
-				if len(h.kernels) >= maxKernels {
-					k.name = "other"
-					if kt, ok = h.kernels[k]; !ok {
-						kt = &kernelTotals{}
-						h.kernels[k] = kt
-					}
-				} else {
-					kt = &kernelTotals{}
-					h.kernels[k] = kt
-				}
-			}
+			kt := h.kernel(k)
 			if name == names.MetricKernelDuration {
 				kt.seconds += v
 			} else {
@@ -318,6 +297,23 @@ func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 			}
 		}
 	}
+}
+
+// kernel returns k's totals, made on first sight; past maxKernels a new
+// kernel is summed into its category's "other".
+func (h *History) kernel(k kernelKey) *kernelTotals {
+	if kt, ok := h.kernels[k]; ok {
+		return kt
+	}
+	if len(h.kernels) >= maxKernels {
+		k.name = "other"
+		if kt, ok := h.kernels[k]; ok {
+			return kt
+		}
+	}
+	kt := &kernelTotals{}
+	h.kernels[k] = kt
+	return kt
 }
 
 // gpu returns the device's history, made on first sight; nil past maxGPUs.
