@@ -454,8 +454,15 @@ func TestSocketPermissionWarnings(t *testing.T) {
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "its folder is not open to this user", "cupti socket in a closed folder")
 
+	// The hook folder as nobody can read it: the checkout may sit under a
+	// folder only its owner may enter (mktemp -d).
+	hookDir := filepath.Join(binDir, "bootstrap")
+	require.NoError(t, os.Mkdir(hookDir, 0o755))
+	site, err := os.ReadFile(filepath.Join(repoRoot(), "integrations", "python", "bootstrap", "sitecustomize.py"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(hookDir, "sitecustomize.py"), site, 0o644))
 	cmd = exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin,
-		"-dry-run", "-no-cupti", "-hook-dir", filepath.Join(repoRoot(), "integrations", "python", "bootstrap"),
+		"-dry-run", "-no-cupti", "-hook-dir", hookDir,
 		"-step-endpoint", step, "true")
 	out, err = cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
