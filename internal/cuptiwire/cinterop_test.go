@@ -5,11 +5,15 @@ package cuptiwire
 
 import (
 	"bufio"
+	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,7 +63,7 @@ func TestCEncodedFramesDecode(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 
-	var c collect
+	var c collectGraphs
 	require.NoError(t, NewDecoder(bufio.NewReader(conn), &c).Run())
 	require.NoError(t, <-runErr, "%s", <-runOut)
 
@@ -67,7 +71,7 @@ func TestCEncodedFramesDecode(t *testing.T) {
 	assert.Equal(t, "emit-host", c.host)
 	assert.Equal(t, uint64(1700000000000000000), c.hello.StartUnixNS)
 	require.Len(t, c.strings, 3, "each name crosses the wire once")
-	require.Len(t, c.recs, n+3)
+	require.Len(t, c.recs, n+4)
 	want := []string{
 		"_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE",
 		"void vllm::rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, int)",
@@ -85,14 +89,79 @@ func TestCEncodedFramesDecode(t *testing.T) {
 	assert.Equal(t, Record{Kind: RecordKindMemcpy, Sub: 1, Start: 10, End: 30, Bytes: 65536}, c.recs[n])
 	assert.Equal(t, Record{Kind: RecordKindMemset, Sub: 3, Device: 1, Start: 40, End: 45, Bytes: 512}, c.recs[n+1])
 	assert.Equal(t, Record{Kind: RecordKindSync, Sub: 3, Device: DeviceUnknown, Start: 50, End: 80}, c.recs[n+2])
+	assert.Equal(t, Record{Kind: RecordKindGraph, Device: 1, Stream: 9, Start: 90, End: 190, Correlation: 12, GraphID: 4}, c.recs[n+3])
+	// The nodes emit_frames.c gives its graph, and the signature
+	// Graphsignal's profiler computes from them.
+	nodes := []struct {
+		typ  int
+		name string
+	}{{0, "triton_poi_fused_add_cos_sin_0"}, {2, ""}, {0, "k_b"}, {0, "k"}, {0, "triton_poi_fused_add_cos_sin_0"},
+		{5, ""}, {0, ""}, {13, ""}, {0, "_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE"}, {2, ""}}
+	want := Graph{GraphID: 3, ExecID: 4, Nodes: uint32(len(nodes)), Flags: GraphFlagNamesMissing}
+	tokens := make([]string, len(nodes))
+	for i, nd := range nodes {
+		tokens[i] = graphsignalToken(nd.typ, nd.name)
+	}
+	want.Signature = graphsignalSignature(tokens)
+	require.Equal(t, []Graph{want}, c.graphs, "the graph frame precedes its record, with Graphsignal's signature")
 	require.NotEmpty(t, c.stats)
 	last := c.stats[len(c.stats)-1]
 	assert.Zero(t, last.DroppedRecords)
 	assert.Equal(t, uint64(3), last.PoolExhausted)
+	assert.Equal(t, uint64(2), last.GraphTableResets)
 	assert.Zero(t, c.hello.Flags)
 	require.NotEmpty(t, c.live)
 	assert.Equal(t, Liveness{LastBufferUnixNS: 1700000000000000001, Launches: 77, BuffersCompleted: 5, FreeBuffers: 6,
 		TotalBuffers: 8, State: LiveEnabled, Resumes: 1, CUPTIVersion: 24}, c.live[len(c.live)-1])
 	require.NotEmpty(t, c.clocks)
 	assert.Equal(t, Clock{OffsetNS: -42, ErrorNS: 300, SampledUnixNS: 1700000000000000002}, c.clocks[len(c.clocks)-1])
+}
+
+// collectGraphs is collect that also takes graph frames.
+type collectGraphs struct {
+	collect
+	graphs []Graph
+}
+
+func (c *collectGraphs) Graph(g Graph) error {
+	c.graphs = append(c.graphs, g)
+	return nil
+}
+
+// graphsignalToken is a graph node's token as Graphsignal's profiler writes
+// it (giveen/graphsignal src/cupti/cupti_activity.cpp @ 40f84e6,
+// graphNodeTypeToStr and compute_graph_signature): typ is the node's
+// CUgraphNodeType, name a kernel node's symbol.
+func graphsignalToken(typ int, name string) string {
+	types := []string{"kernel", "memcpy", "memset", "host", "child", "empty", "wait", "event", "semsignal", "semwait", "memalloc", "memfree"}
+	t := "other"
+	if typ >= 0 && typ < len(types) {
+		t = types[typ]
+	}
+	if typ == 0 {
+		return t + "[name=" + name + ",calls="
+	}
+	return t + "[calls="
+}
+
+// graphsignalSignature is the same file's signature: distinct tokens in
+// std::map order (bytes), each with its count and "];", hashed with
+// FNV-1a 64 (fnv1a64_hex).
+func graphsignalSignature(tokens []string) uint64 {
+	counts := map[string]int{}
+	for _, tok := range tokens {
+		counts[tok]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s%d];", k, counts[k])
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(b.String()))
+	return h.Sum64()
 }

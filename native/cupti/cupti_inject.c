@@ -16,7 +16,9 @@
  *    which are dropped and counted;
  *  - our lock is never held while calling CUPTI;
  *  - at exit: stop and join the flush thread (bounded), force a flush, send
- *    once more, disable; a forked child makes no CUPTI call at all. */
+ *    once more, disable; a forked child makes no CUPTI call at all;
+ *  - in graph mode, each instantiated CUDA graph gets Graphsignal's
+ *    structural signature (graph_sig.h), once, off the launch path. */
 #define _GNU_SOURCE
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include "cupti_v2.h"
+#include "graph_sig.h"
 #include "identity.h"
 #include "ipc_client.h"
 #include "launch_ring.h"
@@ -466,6 +469,111 @@ static CUptiResult act_timestamp(uint64_t *ts) {
   return multi_sub ? v2.timestamp(subscriber, ts) : cuptiGetTimestamp(ts);
 }
 
+/* ---- CUDA graph signatures ---- */
+
+/* driver_sym finds a CUDA driver call: in libcuda itself, which loaded us
+ * but may have been opened RTLD_LOCAL by the CUDA runtime, else anywhere
+ * in the process. cupti_sym does the same for libcupti, whose newer calls
+ * the headers we build against may not declare. */
+static void *driver_sym(const char *name) {
+  static void *h;
+  static int tried;
+  if (!tried) {
+    tried = 1;
+    h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  }
+  void *f = h ? dlsym(h, name) : NULL;
+  return f ? f : dlsym(RTLD_DEFAULT, name);
+}
+
+static void *cupti_sym(const char *name) {
+  Dl_info info;
+  void *f = NULL;
+  if (dladdr((void *)cuptiGetVersion, &info) && info.dli_fname) {
+    void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (h) f = dlsym(h, name);
+  }
+  return f ? f : dlsym(RTLD_DEFAULT, name);
+}
+
+/* The driver's graph calls (cuda.h); CUresult 0 is success. */
+typedef int (*cu_graph_nodes_fn)(void *graph, void **nodes, size_t *n);
+typedef int (*cu_node_type_fn)(void *node, int *type);
+typedef int (*cu_kernel_params_fn)(void *node, void *params);
+typedef int (*cu_func_name_fn)(const char **name, void *func);
+typedef CUptiResult (*cupti_exec_id_fn)(void *exec, uint32_t *id);
+static struct {
+  cu_graph_nodes_fn nodes;
+  cu_node_type_fn type;
+  cu_kernel_params_fn params;
+  cu_func_name_fn name;
+  cupti_exec_id_fn exec_id;
+} gdrv;
+
+/* resolve_graph_calls looks the calls up once; it returns 0 when the
+ * driver cannot list a graph's nodes. cuFuncGetName is CUDA 12.3's, and
+ * cuptiGetGraphExecId newer than CUDA 11.8's CUPTI: without them a graph's
+ * kernels go unnamed in its signature, or it is known by its graph id only. */
+static int resolve_graph_calls(void) {
+  gdrv.nodes = (cu_graph_nodes_fn)driver_sym("cuGraphGetNodes");
+  gdrv.type = (cu_node_type_fn)driver_sym("cuGraphNodeGetType");
+  gdrv.params = (cu_kernel_params_fn)driver_sym("cuGraphKernelNodeGetParams_v2");
+  if (gdrv.params == NULL) gdrv.params = (cu_kernel_params_fn)driver_sym("cuGraphKernelNodeGetParams");
+  gdrv.name = (cu_func_name_fn)driver_sym("cuFuncGetName");
+  gdrv.exec_id = (cupti_exec_id_fn)cupti_sym("cuptiGetGraphExecId");
+  if (gdrv.name == NULL) LOG_WARN("the CUDA driver has no cuFuncGetName (before 12.3): graph signatures leave kernels unnamed");
+  return gdrv.nodes != NULL && gdrv.type != NULL;
+}
+
+/* graph_created computes an instantiated graph's signature as Graphsignal's
+ * graph_resource_callback does (cupti_activity.cpp @ 40f84e6): from the
+ * source graph's nodes, at most GRAPH_SIG_MAX_NODES, registered under the
+ * graph's id and the executable's. It runs once per instantiation, in the
+ * engine's thread; a failure leaves the graph unsigned, never the engine
+ * hurt. Like Graphsignal it calls the driver from inside the callback: the
+ * source graph may be destroyed right after (PyTorch frees its capture). */
+static void graph_created(const void *data) {
+  const CUpti_ResourceData *rd = data;
+  if (rd == NULL || rd->resourceDescriptor == NULL || gdrv.nodes == NULL) return;
+  const CUpti_GraphData *gd = rd->resourceDescriptor;
+  size_t n = 0;
+  if (gd->graph == NULL || gdrv.nodes(gd->graph, NULL, &n) != 0 || n == 0) return;
+  if (n > GRAPH_SIG_MAX_NODES) n = GRAPH_SIG_MAX_NODES;
+  void **nodes = malloc(n * sizeof(*nodes));
+  graph_tok *toks = malloc(n * sizeof(*toks));
+  size_t got = n, k = 0;
+  uint32_t flags = 0;
+  if (nodes == NULL || toks == NULL || gdrv.nodes(gd->graph, nodes, &got) != 0) goto out;
+  for (size_t i = 0; i < got && i < n; i++) {
+    int t;
+    if (nodes[i] == NULL || gdrv.type(nodes[i], &t) != 0) continue;
+    toks[k] = (graph_tok){.type = graph_node_type_name(t)};
+    if (t == 0) { /* CU_GRAPH_NODE_TYPE_KERNEL: named by its symbol */
+      const char *name = NULL;
+      _Alignas(8) uint8_t params[256] = {0}; /* CUDA_KERNEL_NODE_PARAMS v1 or v2; func first */
+      void *func = NULL;
+      if (gdrv.params && gdrv.params(nodes[i], params) == 0) memcpy(&func, params, sizeof(func));
+      if (func && gdrv.name && gdrv.name(&name, func) != 0) name = NULL;
+      if (name == NULL) flags |= IPC_GRAPH_NAMES_MISSING;
+      toks[k].name = name ? name : "";
+    }
+    k++;
+  }
+  if (k == 0) goto out;
+  ipc_graph g = {.signature = graph_sig_hash(toks, k), .nodes = (uint32_t)k, .flags = flags};
+  uint32_t id = 0;
+  if (cuptiGetGraphId(gd->graph, &id) == CUPTI_SUCCESS) g.graph_id = id;
+  if (gd->graphExec && gdrv.exec_id && gdrv.exec_id(gd->graphExec, &id) == CUPTI_SUCCESS) g.exec_id = id;
+  pthread_mutex_lock(&client_mu);
+  if (!atomic_load(&forked_child)) ipc_client_add_graph(&client, &g);
+  pthread_mutex_unlock(&client_mu);
+  LOG_DEBUG("graph %u (executable %u): %zu nodes, signature %016llx", g.graph_id, g.exec_id, k,
+            (unsigned long long)g.signature);
+out:
+  free(nodes);
+  free(toks);
+}
+
 /* ---- callbacks: launches, context teardown ---- */
 
 static __thread token_bucket eager_tb, graph_tb;
@@ -485,6 +593,7 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     /* The last records of a context would be lost otherwise, and this is
      * the last safe moment to ask CUPTI for them. */
     if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) graph_created(data);
     return;
   }
   const CUpti_CallbackData *cb = data;
@@ -644,9 +753,9 @@ static int device_uuid(int ordinal, ipc_device *d) {
   static int looked;
   if (!looked) {
     looked = 1;
-    get = (cu_device_get_fn)dlsym(RTLD_DEFAULT, "cuDeviceGet");
-    v1 = (cu_device_uuid_fn)dlsym(RTLD_DEFAULT, "cuDeviceGetUuid");
-    v2 = (cu_device_uuid_fn)dlsym(RTLD_DEFAULT, "cuDeviceGetUuid_v2");
+    get = (cu_device_get_fn)driver_sym("cuDeviceGet");
+    v1 = (cu_device_uuid_fn)driver_sym("cuDeviceGetUuid");
+    v2 = (cu_device_uuid_fn)driver_sym("cuDeviceGetUuid_v2");
   }
   int dev = 0;
   if (get == NULL || (v1 == NULL && v2 == NULL) || get(&dev, ordinal) != 0) return 0;
@@ -969,6 +1078,15 @@ static int init(void) {
   if (cfg.launches && (lring = lr_new()) == NULL) LOG_WARN("cannot allocate the launch queue; launch records are off");
   if (CUPTI_CALL(act_register()) != CUPTI_SUCCESS) goto fail_client;
   if (!enable_kinds()) goto fail_client;
+  if (cfg.graph_mode) {
+    /* Graph launches are one record each; their frame names the graph's
+     * structure, computed once when the graph is instantiated. */
+    if (!resolve_graph_calls())
+      LOG_WARN("the CUDA driver cannot list graph nodes: graph launches go without a signature");
+    else if (CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                            CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED)) != CUPTI_SUCCESS)
+      LOG_WARN("graph instantiation callback could not be enabled: graph launches go without a signature");
+  }
   client.hello_flags = (cfg.graph_mode ? IPC_HELLO_GRAPH_MODE : 0) | (sampled ? IPC_HELLO_RATE_LIMITED : 0) |
                        (cfg.duty.period_ms ? IPC_HELLO_DUTY_CYCLE : 0) | (multi_sub ? IPC_HELLO_MULTI_SUB : 0) |
                        (lring ? IPC_HELLO_LAUNCHES : 0);

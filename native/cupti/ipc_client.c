@@ -126,8 +126,11 @@ int ipc_client_init(ipc_client *c, const char *path, uint32_t pid, const char *h
   c->slots = malloc(sizeof(int32_t) * IPC_NAME_SLOTS);
   c->ptr_keys = calloc(IPC_PTR_CACHE, sizeof(char *));
   c->ptr_vals = calloc(IPC_PTR_CACHE, sizeof(uint32_t));
+  c->graphs = malloc(sizeof(ipc_graph) * IPC_MAX_GRAPHS);
+  c->graph_slots = calloc(IPC_GRAPH_SLOTS, sizeof(uint64_t));
+  c->batch_graphs = malloc(sizeof(uint32_t) * IPC_MAX_GRAPHS);
   if (!c->buf || !c->pending || !c->batch_names || !c->names || !c->arena || !c->slots || !c->ptr_keys ||
-      !c->ptr_vals) {
+      !c->ptr_vals || !c->graphs || !c->graph_slots || !c->batch_graphs) {
     ipc_client_close(c);
     return -1;
   }
@@ -218,12 +221,14 @@ static void reset_batch(ipc_client *c) {
   c->rec_hdr = -1;
   c->batch_records = 0;
   c->batch_nnames = 0;
+  c->batch_ngraphs = 0;
 }
 
 /* drop_batch forgets the batch; its names count as unsent again. */
 static void drop_batch(ipc_client *c) {
   c->stats.dropped_records += c->batch_records;
   for (uint32_t i = 0; i < c->batch_nnames; i++) c->names[c->batch_names[i]].sent_gen = 0;
+  for (uint32_t i = 0; i < c->batch_ngraphs; i++) c->graphs[c->batch_graphs[i]].sent_gen = 0;
   reset_batch(c);
 }
 
@@ -301,6 +306,7 @@ static int append_stats(ipc_client *c) {
   put64(p + 44, c->stats.overflow_dropped);
   put64(p + 52, c->stats.rate_limited);
   put64(p + 60, c->stats.launches_dropped);
+  put64(p + 68, c->stats.graph_resets);
   p += IPC_HEADER_SIZE + IPC_STATS_SIZE;
   const ipc_liveness *l = &c->live;
   put_header(p, IPC_FRAME_LIVENESS, IPC_LIVENESS_SIZE);
@@ -389,6 +395,65 @@ void ipc_client_flush(ipc_client *c) {
   reset_batch(c);
 }
 
+/* graph_slot returns the slot of id: the one holding it, or the empty one
+ * where it goes. A slot packs the id (high half) and graph index + 1. Graph
+ * and executable ids are separate counters, so a later graph can take an id
+ * over; the slot then points to it (Graphsignal's map does the same). */
+static uint32_t graph_slot(const ipc_client *c, uint32_t id) {
+  uint32_t mask = IPC_GRAPH_SLOTS - 1;
+  for (uint32_t i = (id * 2654435761u) & mask;; i = (i + 1) & mask) {
+    uint64_t v = c->graph_slots[i];
+    if (v == 0 || (uint32_t)(v >> 32) == id) return i;
+  }
+}
+
+static void graph_put(ipc_client *c, uint32_t id, uint32_t gi) {
+  c->graph_slots[graph_slot(c, id)] = (uint64_t)id << 32 | (gi + 1);
+}
+
+void ipc_client_add_graph(ipc_client *c, const ipc_graph *g) {
+  if (g->graph_id == 0 && g->exec_id == 0) return;
+  if (c->ngraphs == IPC_MAX_GRAPHS) {
+    /* A workload that keeps capturing graphs: start over rather than grow. */
+    memset(c->graph_slots, 0, sizeof(uint64_t) * IPC_GRAPH_SLOTS);
+    c->ngraphs = 0;
+    c->batch_ngraphs = 0; /* frames already in the batch stay; nothing to roll back */
+    c->stats.graph_resets++;
+  }
+  uint32_t gi = c->ngraphs++;
+  c->graphs[gi] = *g;
+  c->graphs[gi].sent_gen = 0;
+  /* The executable's id last: it wins where the two counters meet. */
+  if (g->graph_id) graph_put(c, g->graph_id, gi);
+  if (g->exec_id) graph_put(c, g->exec_id, gi);
+}
+
+/* graph_unsent returns the index of the graph a graph record names when its
+ * signature is not yet sent on this connection, else -1. */
+static int32_t graph_unsent(const ipc_client *c, const ipc_record *r) {
+  if (r->kind != IPC_KIND_GRAPH || r->graph_id == 0 || c->ngraphs == 0) return -1;
+  uint64_t v = c->graph_slots[graph_slot(c, r->graph_id)];
+  if (v == 0) return -1;
+  uint32_t gi = (uint32_t)v - 1;
+  return c->graphs[gi].sent_gen != c->gen ? (int32_t)gi : -1;
+}
+
+/* put_graph_frame defines a graph's signature ahead of its records. */
+static void put_graph_frame(ipc_client *c, uint32_t gi) {
+  ipc_graph *g = &c->graphs[gi];
+  close_records_frame(c);
+  uint8_t *p = c->buf + c->len;
+  put_header(p, IPC_FRAME_GRAPH, IPC_GRAPH_SIZE);
+  put32(p + 12, g->graph_id);
+  put32(p + 16, g->exec_id);
+  put64(p + 20, g->signature);
+  put32(p + 28, g->nodes);
+  put32(p + 32, g->flags);
+  c->len += IPC_HEADER_SIZE + IPC_GRAPH_SIZE;
+  g->sent_gen = c->gen;
+  c->batch_graphs[c->batch_ngraphs++] = gi;
+}
+
 void ipc_client_add(ipc_client *c, const ipc_record *r) {
   if (c->fd < 0) {
     try_connect(c);
@@ -421,14 +486,24 @@ void ipc_client_add(ipc_client *c, const ipc_record *r) {
     }
     id = idx + 1;
   }
+  int32_t gi = graph_unsent(c, r);
+  if (gi >= 0) {
+    size_t need = 2 * IPC_HEADER_SIZE + IPC_GRAPH_SIZE + IPC_RECORDS2_PREFIX + IPC_RECORD2_SIZE;
+    if (c->len + need > IPC_BUF_SIZE) ipc_client_flush(c);
+    if (c->fd < 0) {
+      c->stats.dropped_records++;
+      return;
+    }
+    put_graph_frame(c, (uint32_t)gi);
+  }
   if (c->len + IPC_HEADER_SIZE + IPC_RECORDS2_PREFIX + IPC_RECORD2_SIZE > IPC_BUF_SIZE) {
     ipc_client_flush(c);
     if (c->fd < 0) {
       c->stats.dropped_records++;
       return;
     }
-    if (r->kind == IPC_KIND_KERNEL && c->names[id - 1].sent_gen != c->gen) {
-      ipc_client_add(c, r); /* the flush dropped the name's definition */
+    if ((r->kind == IPC_KIND_KERNEL && c->names[id - 1].sent_gen != c->gen) || graph_unsent(c, r) >= 0) {
+      ipc_client_add(c, r); /* the flush dropped the name's or graph's definition */
       return;
     }
   }
@@ -524,6 +599,12 @@ void ipc_client_close(ipc_client *c) {
   free(c->slots);
   free((void *)c->ptr_keys);
   free(c->ptr_vals);
+  free(c->graphs);
+  free(c->graph_slots);
+  free(c->batch_graphs);
+  c->graphs = NULL;
+  c->graph_slots = NULL;
+  c->batch_graphs = NULL;
   c->buf = c->pending = NULL;
   c->batch_names = NULL;
   c->names = NULL;

@@ -33,13 +33,15 @@ enum ipc_frame_type {
   IPC_FRAME_IDENTITY = 8, /* instance id, service name, parent pid */
   IPC_FRAME_DEVICE = 9,   /* a CUDA ordinal's GPU UUID */
   IPC_FRAME_LAUNCHES = 10, /* kernel and graph launches, and marks */
+  IPC_FRAME_GRAPH = 11,    /* a CUDA graph's structural signature, by graph id */
 };
 
-#define IPC_STATS_SIZE 56
+#define IPC_STATS_SIZE 64
 #define IPC_LIVENESS_SIZE 48
 #define IPC_CLOCK_SIZE 24
 #define IPC_DEVICE_SIZE 40
 #define IPC_LAUNCH_SIZE 24
+#define IPC_GRAPH_SIZE 24
 #define IPC_MAX_IDENT 255 /* bytes of instance id and of service name */
 #define IPC_MAX_DEVICES 64
 
@@ -51,6 +53,8 @@ enum ipc_frame_type {
 #define IPC_DOMAIN_RUNTIME 2
 
 #define IPC_DEVICE_MIG 0x1u /* mig holds the MIG compute instance's UUID */
+
+#define IPC_GRAPH_NAMES_MISSING 0x1u /* a kernel node had no symbol (no cuFuncGetName) */
 
 /* Hello flags: how the library records, so the receiver can say so. */
 #define IPC_HELLO_GRAPH_MODE 0x1u   /* graph records only for kernels inside graphs */
@@ -81,6 +85,8 @@ enum ipc_record_kind {
 #define IPC_NAME_ARENA (1024 * 1024) /* bytes of kernel-name storage */
 #define IPC_NAME_SLOTS 8192         /* hash slots, a power of two > names */
 #define IPC_PTR_CACHE 1024          /* name-pointer front cache entries */
+#define IPC_MAX_GRAPHS 8192         /* graph signatures kept (Graphsignal's kMaxTrackedGraphs) */
+#define IPC_GRAPH_SLOTS 32768       /* hash slots for two ids per graph, a power of two */
 
 typedef struct ipc_record {
   uint8_t kind;
@@ -115,6 +121,18 @@ typedef struct ipc_device {
   uint8_t mig[16];
 } ipc_device;
 
+/* A CUDA graph's structural signature (graph_sig.h), under the ids CUPTI
+ * gives the graph and its executable: a graph launch record carries one of
+ * them, which one depends on the CUDA version. */
+typedef struct ipc_graph {
+  uint32_t graph_id; /* cuptiGetGraphId, 0 unknown */
+  uint32_t exec_id;  /* cuptiGetGraphExecId, 0 unknown */
+  uint64_t signature;
+  uint32_t nodes;
+  uint32_t flags;    /* IPC_GRAPH_* */
+  uint32_t sent_gen; /* connection generation it was last sent on */
+} ipc_graph;
+
 typedef struct ipc_stats {
   uint64_t sent_records;
   uint64_t dropped_records; /* collector absent, slow, or a send failed */
@@ -126,6 +144,7 @@ typedef struct ipc_stats {
   uint64_t overflow_dropped; /* records written to the overflow buffer, dropped */
   uint64_t rate_limited;     /* kernel records the token buckets dropped */
   uint64_t launches_dropped; /* launch records lost: queue full, or no collector */
+  uint64_t graph_resets;     /* times the full graph table was forgotten */
 } ipc_stats;
 
 /* Liveness: what the receiver needs to tell a quiet engine from a stream
@@ -207,6 +226,14 @@ typedef struct ipc_client {
   uint32_t *ptr_vals;
   uint32_t overflow_id;
 
+  /* Graph signatures, sent before the first graph record that uses one on
+   * each connection. graph_slots maps an id to an index (ipc_client.c). */
+  ipc_graph *graphs;
+  uint32_t ngraphs;
+  uint64_t *graph_slots;
+  uint32_t *batch_graphs; /* first sent in this batch, to roll back when it is dropped */
+  uint32_t batch_ngraphs;
+
   ipc_stats stats;
   ipc_liveness live;
   ipc_clock clock;
@@ -233,6 +260,12 @@ void ipc_client_set_identity(ipc_client *c, uint32_t ppid, const char *instance,
 /* ipc_client_add_device records a device's UUIDs and queues its frame; it
  * is sent again on every new connection. */
 void ipc_client_add_device(ipc_client *c, const ipc_device *d);
+
+/* ipc_client_add_graph records a graph's signature under its ids; its
+ * frame goes out before the first graph record with one of them, on every
+ * connection. When the table is full it is forgotten first, as
+ * Graphsignal's is, and counted. */
+void ipc_client_add_graph(ipc_client *c, const ipc_graph *g);
 
 /* ipc_client_flush sends the batch (non-blocking), reconnecting with
  * exponential backoff when the collector is absent. */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../graph_sig.h"
 #include "../ipc_client.h"
 
 /* settle waits until the socket took every pending byte. The injection
@@ -56,12 +57,32 @@ int main(int argc, char **argv) {
   ipc_client_add(&c, &m);
   ipc_client_add(&c, &s);
   ipc_client_add(&c, &y);
+  /* A graph as a vLLM piecewise capture holds one: the Go test recomputes
+   * its signature from the same nodes (CUgraphNodeType numbers, symbols). */
+  static const struct {
+    int type;
+    const char *name;
+  } nodes[] = {{0, "triton_poi_fused_add_cos_sin_0"}, {2, NULL}, {0, "k_b"}, {0, "k"},
+               {0, "triton_poi_fused_add_cos_sin_0"}, {5, NULL}, {0, ""}, {13, NULL},
+               {0, "_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE"}, {2, NULL}};
+  graph_tok toks[sizeof(nodes) / sizeof(nodes[0])];
+  for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+    toks[i].type = graph_node_type_name(nodes[i].type);
+    toks[i].name = nodes[i].type == 0 ? nodes[i].name : NULL;
+  }
+  size_t nn = sizeof(toks) / sizeof(toks[0]);
+  ipc_graph g = {.graph_id = 3, .exec_id = 4, .signature = graph_sig_hash(toks, nn), .nodes = (uint32_t)nn,
+                 .flags = IPC_GRAPH_NAMES_MISSING};
+  ipc_client_add_graph(&c, &g);
+  ipc_record gr = {.kind = IPC_KIND_GRAPH, .device = 1, .stream = 9, .start = 90, .end = 190, .correlation = 12, .graph_id = 4};
+  ipc_client_add(&c, &gr);
   c.hello_flags = IPC_HELLO_GRAPH_MODE; /* already sent: the Go test sees 0 */
   c.live = (ipc_liveness){.last_buffer_unix_ns = 1700000000000000001ull, .launches = 77, .buffers_completed = 5,
                           .free_buffers = 6, .total_buffers = 8, .state = IPC_LIVE_ENABLED, .resumes = 1,
                           .cupti_version = 24};
   c.clock = (ipc_clock){.offset_ns = -42, .error_ns = 300, .sampled_unix_ns = 1700000000000000002ull};
   c.stats.pool_exhausted = 3;
+  c.stats.graph_resets = 2;
   ipc_client_status(&c);
   settle(&c);
   ipc_client_flush(&c);

@@ -29,6 +29,12 @@ typedef struct parsed {
   uint32_t graph_id;      /* graph id of the last kernel */
   uint64_t graph_node;    /* graph node id of the last kernel */
   uint64_t graphs;        /* graph-launch records */
+  uint64_t graphs_signed; /* graph-launch records whose id a graph frame defined before them */
+  uint64_t graph_frames, stat_graph_resets;
+  uint32_t graph_ids[256][2]; /* graph and executable ids of the first 256 graph frames */
+  uint64_t graph_sigs[256];
+  uint32_t last_graph_nodes, last_graph_flags;
+  uint64_t last_graph_record_sig; /* signature of the last signed graph record */
   uint32_t hello_flags;
   uint64_t stat_cupti_dropped, stat_pool_exhausted, stat_overflow_dropped, stat_rate_limited;
   uint64_t liveness_frames, live_last_buffer, live_launches, live_buffers;
@@ -125,7 +131,17 @@ static int parse_frames(const uint8_t *b, size_t n, parsed *out) {
           out->graph_id = get32(r + 40);
           if (rs >= 56) out->graph_node = get64(r + 48);
         }
-        if (r[0] == IPC_KIND_GRAPH) out->graphs++;
+        if (r[0] == IPC_KIND_GRAPH) {
+          out->graphs++;
+          uint32_t gid = get32(r + 40);
+          uint64_t n = out->graph_frames < 256 ? out->graph_frames : 256;
+          for (uint64_t g = n; g-- > 0;) /* the newest definition of an id wins */
+            if (gid && (out->graph_ids[g][1] == gid || out->graph_ids[g][0] == gid)) {
+              out->graphs_signed++;
+              out->last_graph_record_sig = out->graph_sigs[g];
+              break;
+            }
+        }
         if (r[0] == IPC_KIND_SYNC) out->sync_device = get16(r + 2);
         if (r[0] == IPC_KIND_MEMCPY) {
           out->memcpy_sub = r[1];
@@ -146,6 +162,18 @@ static int parse_frames(const uint8_t *b, size_t n, parsed *out) {
       out->stat_overflow_dropped = get64(p + 32);
       out->stat_rate_limited = get64(p + 40);
       out->stat_launches_dropped = get64(p + 48);
+      out->stat_graph_resets = get64(p + 56);
+      break;
+    case IPC_FRAME_GRAPH:
+      if (!out->hellos || len != IPC_GRAPH_SIZE) return -1;
+      if (out->graph_frames < 256) {
+        out->graph_ids[out->graph_frames][0] = get32(p);
+        out->graph_ids[out->graph_frames][1] = get32(p + 4);
+        out->graph_sigs[out->graph_frames] = get64(p + 8);
+      }
+      out->last_graph_nodes = get32(p + 16);
+      out->last_graph_flags = get32(p + 20);
+      out->graph_frames++;
       break;
     case IPC_FRAME_IDENTITY: {
       if (!out->hellos || len < 10) return -1;

@@ -42,6 +42,22 @@
  * MOCK_CUPTI_SLOW_TIMESTAMP_US=<us> (every cuptiGetTimestamp takes that long
  * except the third of each five, as a thread preempted inside the call would:
  * the library samples the clock five calls at a time).
+ * CUDA graphs (mock_graph_instantiate) follow CUDA's and CUPTI's documented
+ * order: cuGraphInstantiate builds the executable, then CUPTI calls the
+ * subscriber's RESOURCE callback with CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
+ * only if it enabled that callback, passing a CUpti_ResourceData whose
+ * resourceDescriptor is a CUpti_GraphData holding the graph and the
+ * executable (cupti_callbacks.h); graph ids (cuptiGetGraphId) and
+ * executable ids (cuptiGetGraphExecId) are separate counters, and the
+ * graph counter moves twice per instantiation, which clones the graph
+ * (CUPTI_CBID_RESOURCE_GRAPH_CLONED; NVIDIA's cuda_graphs_trace sample sees
+ * the nodes cloned there), so the two kinds of id soon differ and meet. The
+ * driver's graph calls answer as cuda.h documents them: cuGraphGetNodes
+ * gives the count with a NULL array, then at most that many nodes;
+ * cuGraphKernelNodeGetParams_v2 fills CUDA_KERNEL_NODE_PARAMS_v2, func
+ * first; cuFuncGetName (CUDA 12.3) names the function, or fails with
+ * CUDA_ERROR_NOT_SUPPORTED under MOCK_CUDA_NO_FUNC_NAME=1, as a driver
+ * without it leaves the symbol unnamed.
  * Every entry point called from a process other than the one that subscribed
  * (a forked child) ends that process with status 97. */
 #define _GNU_SOURCE
@@ -52,6 +68,7 @@
 #include <cupti_version.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +113,7 @@ static int ours = -1; /* the first subscriber: the library under test */
 static int n_v1, n_v2;
 static int multi_state = 2; /* CUPTI_ACTIVITY_ATTR_MULTIPLE_SUBSCRIBER_STATE: 2 = not decided yet */
 static int unsubscribed, flushes, forced_flushes, callbacks_enabled;
+static int resource_enabled[CUPTI_CBID_RESOURCE_SIZE]; /* RESOURCE-domain callbacks turned on */
 static pid_t owner;
 static int other_active;
 
@@ -217,10 +235,9 @@ CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s) {
 
 CUptiResult cuptiEnableCallback(uint32_t en, CUpti_SubscriberHandle s, CUpti_CallbackDomain d, CUpti_CallbackId id) {
   guard();
-  (void)d;
-  (void)id;
   if (sub_of(s) < 0) return CUPTI_ERROR_INVALID_PARAMETER;
   if (en) callbacks_enabled++;
+  if (d == CUPTI_CB_DOMAIN_RESOURCE && id < CUPTI_CBID_RESOURCE_SIZE) resource_enabled[id] = (int)en;
   return CUPTI_SUCCESS;
 }
 
@@ -695,4 +712,116 @@ CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
   const char *mig = getenv("MOCK_CUDA_MIG");
   if (mig && strcmp(mig, "1") == 0) uuid->bytes[0] = (char)(0xC0 + dev);
   return (CUresult)0;
+}
+
+/* ---- CUDA graphs ---- */
+
+#define MOCK_GRAPH_NODES 64
+
+typedef struct mock_graph {
+  uint32_t id;
+  int n;
+  int type[MOCK_GRAPH_NODES];
+  const char *func[MOCK_GRAPH_NODES]; /* a kernel node's function: its symbol */
+} mock_graph;
+
+typedef struct mock_exec {
+  uint32_t id;
+} mock_exec;
+
+static uint32_t graph_ids, exec_ids;
+
+static mock_graph *last_graph; /* the graph being enumerated */
+
+/* A node handle is the address of its slot in its graph's type array; it
+ * returns the slot's index, or -1 for a handle of no node. */
+static int node_index(CUgraphNode node) {
+  if (last_graph == NULL) return -1;
+  ptrdiff_t i = (const int *)(const void *)node - last_graph->type;
+  return i >= 0 && i < last_graph->n ? (int)i : -1;
+}
+
+CUresult CUDAAPI cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *num) {
+  mock_graph *g = (mock_graph *)(void *)graph;
+  if (g == NULL || num == NULL) return (CUresult)1; /* CUDA_ERROR_INVALID_VALUE */
+  last_graph = g;
+  if (nodes == NULL) {
+    *num = (size_t)g->n;
+    return (CUresult)0;
+  }
+  size_t k = *num < (size_t)g->n ? *num : (size_t)g->n;
+  for (size_t i = 0; i < *num; i++) nodes[i] = i < k ? (CUgraphNode)(void *)&g->type[i] : NULL;
+  *num = k;
+  return (CUresult)0;
+}
+
+CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type) {
+  int i = node_index(node);
+  if (i < 0) return (CUresult)400; /* CUDA_ERROR_INVALID_HANDLE */
+  *type = (CUgraphNodeType)last_graph->type[i];
+  return (CUresult)0;
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p) {
+  int i = node_index(node);
+  if (i < 0 || last_graph->type[i] != CU_GRAPH_NODE_TYPE_KERNEL) return (CUresult)1; /* CUDA_ERROR_INVALID_VALUE */
+  memset(p, 0, sizeof(*p));
+  p->func = (CUfunction)(void *)last_graph->func[i];
+  p->gridDimX = 132;
+  p->blockDimX = 128;
+  return (CUresult)0;
+}
+
+CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction f) {
+  const char *off = getenv("MOCK_CUDA_NO_FUNC_NAME");
+  if (off && strcmp(off, "1") == 0) return (CUresult)801; /* CUDA_ERROR_NOT_SUPPORTED */
+  if (f == NULL) return (CUresult)400;
+  *name = (const char *)(void *)f;
+  return (CUresult)0;
+}
+
+CUptiResult cuptiGetGraphId(CUgraph graph, uint32_t *id) {
+  guard();
+  if (graph == NULL) return CUPTI_ERROR_INVALID_PARAMETER;
+  *id = ((mock_graph *)(void *)graph)->id;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetGraphExecId(CUgraphExec exec, uint32_t *id) {
+  guard();
+  if (exec == NULL) return CUPTI_ERROR_INVALID_PARAMETER;
+  *id = ((mock_exec *)(void *)exec)->id;
+  return CUPTI_SUCCESS;
+}
+
+/* mock_graph_instantiate captures a graph of n nodes (types in CUDA's
+ * numbering; funcs[i] a kernel node's symbol) and instantiates it. It
+ * returns the graph and executable ids; the graph is freed afterwards, as
+ * PyTorch's CUDAGraph frees its capture graph once instantiated. */
+void mock_graph_instantiate(int n, const int *types, const char *const *funcs, uint32_t *graph_id, uint32_t *exec_id) {
+  mock_graph *g = calloc(1, sizeof(*g));
+  mock_exec *e = calloc(1, sizeof(*e));
+  g->id = ++graph_ids;
+  ++graph_ids; /* instantiation works on a clone (GRAPH_CLONED), which takes an id too */
+  e->id = ++exec_ids;
+  g->n = n < MOCK_GRAPH_NODES ? n : MOCK_GRAPH_NODES;
+  for (int i = 0; i < g->n; i++) {
+    g->type[i] = types[i];
+    g->func[i] = funcs ? funcs[i] : NULL;
+  }
+  if (ours >= 0 && subs[ours].used && subs[ours].cb && resource_enabled[CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED]) {
+    CUpti_GraphData gd;
+    memset(&gd, 0, sizeof(gd));
+    gd.graph = (CUgraph)(void *)g;
+    gd.graphExec = (CUgraphExec)(void *)e;
+    CUpti_ResourceData rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.resourceDescriptor = &gd;
+    subs[ours].cb(NULL, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, &rd);
+  }
+  *graph_id = g->id;
+  *exec_id = e->id;
+  last_graph = NULL;
+  free(g);
+  free(e);
 }

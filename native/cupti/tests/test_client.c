@@ -357,6 +357,160 @@ static void test_launches_dropped_without_collector(void) {
   ipc_client_close(&c);
 }
 
+static ipc_record graph_rec(uint32_t id, uint64_t start) {
+  ipc_record r = {.kind = IPC_KIND_GRAPH, .device = 0, .stream = 7, .start = start, .end = start + 5000, .graph_id = id};
+  return r;
+}
+
+/* A graph's signature goes out once per connection, before the first graph
+ * record with either of its ids; an id nobody registered goes out bare. */
+static void test_graph_signatures(void) {
+  char path[108];
+  sock_path(path, "graphs.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  ipc_graph a = {.graph_id = 1, .exec_id = 101, .signature = 0x1111222233334444ull, .nodes = 3};
+  ipc_graph b = {.graph_id = 2, .signature = 0x5555666677778888ull, .nodes = 9, .flags = IPC_GRAPH_NAMES_MISSING};
+  ipc_client_add_graph(&c, &a);
+  ipc_client_add_graph(&c, &b);
+  for (int i = 0; i < 3; i++) {
+    ipc_record g = graph_rec(101, 1000 + (uint64_t)i * 10000), k = kernel_rec("eager", 2000 + (uint64_t)i * 10000);
+    ipc_client_add(&c, &g);
+    ipc_client_add(&c, &k);
+  }
+  ipc_record g2 = graph_rec(2, 50000), unknown = graph_rec(999, 60000);
+  ipc_client_add(&c, &g2);
+  ipc_client_add(&c, &g2);
+  ipc_client_add(&c, &unknown);
+  ipc_client_flush(&c);
+  int fd;
+  buf bb = {0};
+  parsed *p = accept_parse(lfd, &bb, &fd);
+  CHECK(p->graph_frames == 2 && p->graphs == 6 && p->graphs_signed == 5);
+  CHECK(p->graph_ids[0][0] == 1 && p->graph_ids[0][1] == 101 && p->graph_sigs[0] == a.signature);
+  CHECK(p->graph_ids[1][0] == 2 && p->graph_ids[1][1] == 0 && p->graph_sigs[1] == b.signature);
+  CHECK(p->last_graph_nodes == 9 && p->last_graph_flags == IPC_GRAPH_NAMES_MISSING);
+  free(p);
+  /* The collector restarts: the new connection gets the signature again,
+   * here through the graph's other id. */
+  close(fd);
+  for (int i = 0; i < 3 && ipc_client_connected(&c); i++) {
+    ipc_client_add(&c, &g2);
+    ipc_client_flush(&c);
+  }
+  CHECK(!ipc_client_connected(&c));
+  fake_now += 30000;
+  ipc_record g1 = graph_rec(1, 70000);
+  ipc_client_add(&c, &g1);
+  ipc_client_flush(&c);
+  bb.n = 0;
+  p = accept_parse(lfd, &bb, &fd);
+  CHECK(p->graph_frames == 1 && p->graphs == 1 && p->graphs_signed == 1 && p->last_graph_record_sig == a.signature);
+  free(p);
+  free(bb.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+/* Graph and executable ids are separate counters: where a later graph's
+ * executable id equals an earlier graph's id, the later graph wins. */
+static void test_graph_id_takeover(void) {
+  char path[108];
+  sock_path(path, "takeover.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  ipc_graph a = {.graph_id = 5, .exec_id = 1, .signature = 0xAAAA, .nodes = 1};
+  ipc_graph b = {.graph_id = 9, .exec_id = 5, .signature = 0xBBBB, .nodes = 1};
+  ipc_client_add_graph(&c, &a);
+  ipc_client_add_graph(&c, &b);
+  ipc_record r = graph_rec(5, 1000);
+  ipc_client_add(&c, &r);
+  ipc_client_flush(&c);
+  int fd;
+  buf bb = {0};
+  parsed *p = accept_parse(lfd, &bb, &fd);
+  CHECK(p->graphs_signed == 1 && p->last_graph_record_sig == 0xBBBB);
+  free(p);
+  free(bb.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+/* The table keeps IPC_MAX_GRAPHS graphs; one more forgets them all and is
+ * counted in stats. */
+static void test_graph_table_resets(void) {
+  char path[108];
+  sock_path(path, "gtable.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  for (uint32_t i = 1; i <= IPC_MAX_GRAPHS + 1; i++) {
+    ipc_graph g = {.graph_id = i, .exec_id = 100000 + i, .signature = i, .nodes = 1};
+    ipc_client_add_graph(&c, &g);
+  }
+  CHECK(c.stats.graph_resets == 1 && c.ngraphs == 1);
+  ipc_record first = graph_rec(100001, 1000), last = graph_rec(100000 + IPC_MAX_GRAPHS + 1, 2000);
+  ipc_client_add(&c, &first);
+  ipc_client_add(&c, &last);
+  ipc_client_status(&c);
+  ipc_client_flush(&c);
+  int fd;
+  buf bb = {0};
+  parsed *p = accept_parse(lfd, &bb, &fd);
+  CHECK(p->graphs == 2 && p->graphs_signed == 1 && p->last_graph_record_sig == IPC_MAX_GRAPHS + 1);
+  CHECK(p->stats_frames == 1 && p->stat_graph_resets == 1);
+  free(p);
+  free(bb.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
+/* Under congestion batches are dropped; a dropped batch may have held a
+ * graph's frame, which must then go out again: no graph record that
+ * arrives precedes its signature. */
+static void test_graph_frames_survive_drops(void) {
+  char path[108];
+  sock_path(path, "gdrop.sock");
+  int lfd = listen_at(path);
+  ipc_client c;
+  CHECK(ipc_client_init(&c, path, 1, "h", 0, fake_clock) == 0);
+  c.sndbuf = 4096;
+  c.backlog = 16384;
+  for (uint32_t i = 1; i <= 40; i++) {
+    ipc_graph g = {.graph_id = i, .signature = 0x900 + i, .nodes = 2};
+    ipc_client_add_graph(&c, &g);
+  }
+  int fd = -1;
+  buf bb = {0};
+  for (uint64_t i = 0; i < 60000; i++) {
+    ipc_record r = (i % 500 == 0) ? graph_rec((uint32_t)(i / 500) % 40 + 1, i * 10) : kernel_rec("k", i * 10);
+    ipc_client_add(&c, &r);
+    if (fd < 0) fd = accept_nb(lfd);
+    if (i % 1024 == 0) ipc_client_flush(&c);
+    if (i % 8192 == 0) drain(fd, &bb); /* the collector reads now and then */
+  }
+  ipc_client_flush(&c);
+  for (int i = 0; i < 1000000 && c.pending_off < c.pending_len; i++) {
+    drain(fd, &bb);
+    ipc_client_flush(&c);
+  }
+  drain(fd, &bb);
+  CHECK(c.stats.dropped_records > 0);
+  parsed *p = calloc(1, sizeof(parsed));
+  CHECK(parse_frames(bb.p, bb.n, p) == 0 && p->consumed == bb.n);
+  CHECK(p->graphs > 0 && p->graphs_signed == p->graphs);
+  free(p);
+  free(bb.p);
+  close(fd);
+  close(lfd);
+  ipc_client_close(&c);
+}
+
 static void test_bad_init(void) {
   ipc_client c;
   char longpath[200];
@@ -377,6 +531,10 @@ int main(void) {
   test_slow_collector_never_blocks();
   test_burst_rides_on_backlog();
   test_name_table_is_bounded();
+  test_graph_signatures();
+  test_graph_id_takeover();
+  test_graph_table_resets();
+  test_graph_frames_survive_drops();
   test_bad_init();
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

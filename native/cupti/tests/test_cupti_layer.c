@@ -24,6 +24,7 @@
 
 #include <cupti_activity.h>
 
+#include "../graph_sig.h"
 #include "frames.h"
 #include "check.h"
 
@@ -51,6 +52,7 @@ int mock_multi_state(void);
 int mock_ours_is_v2(void);
 void mock_launch(int graph, uint32_t corr);
 void mock_launch_runtime(uint32_t corr, uint32_t driver_corr);
+void mock_graph_instantiate(int n, const int *types, const char *const *funcs, uint32_t *graph_id, uint32_t *exec_id);
 
 
 static const uint64_t T0 = 2000000000ull; /* CUPTI ns of the first record */
@@ -461,6 +463,44 @@ static void case_multisub_held(void) {
   exit(0);
 }
 
+/* Graphs as a vLLM piecewise capture makes them (CUgraphNodeType numbers):
+ * two decode buckets of one structure, which differ only in launch grid, and
+ * a prefill graph of other kernels. */
+static const int dec_types[] = {0, 0, 2, 0, 5};
+static const char *const dec_funcs[] = {"triton_poi_fused_add_cos_sin_0", "_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE",
+                                        NULL, "triton_poi_fused_add_cos_sin_0", NULL};
+static const int pre_types[] = {0, 1, 0};
+static const char *const pre_funcs[] = {"_ZN7cutlass7Kernel2I53cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8EEvNT_6ParamsE", NULL,
+                                        "triton_poi_fused_add_cos_sin_0"};
+#define NODES(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* expect_sig is the signature graph_sig.h gives the nodes, the symbols
+ * unnamed when the driver gave none. */
+static uint64_t expect_sig(int n, const int *types, const char *const *funcs, int named) {
+  graph_tok t[16];
+  for (int i = 0; i < n; i++) {
+    t[i].type = graph_node_type_name(types[i]);
+    t[i].name = types[i] == 0 ? (named ? funcs[i] : "") : NULL;
+  }
+  return graph_sig_hash(t, (size_t)n);
+}
+
+/* Three graphs are instantiated, then launched (GRAPH_TRACE records carry
+ * the executable's id), plus a launch of a graph instantiated before any
+ * signature could be taken. */
+static void case_graph_sig(void) {
+  CHECK(InitializeInjection() == 1);
+  int graph_mode = getenv("INFERPROF_CUPTI_GRAPH_MODE") != NULL; /* else no graph records at all */
+  uint32_t g[3], e[3];
+  mock_graph_instantiate(NODES(dec_types), dec_types, dec_funcs, &g[0], &e[0]);
+  mock_graph_instantiate(NODES(dec_types), dec_types, dec_funcs, &g[1], &e[1]);
+  mock_graph_instantiate(NODES(pre_types), pre_types, pre_funcs, &g[2], &e[2]);
+  for (int i = 0; i < 3; i++) CHECK(mock_emit_graph(T0 + (uint64_t)i * 1000, T0 + (uint64_t)i * 1000 + 900, 0, e[i]) == graph_mode);
+  CHECK(mock_emit_graph(T0 + 5000, T0 + 5900, 0, 999) == graph_mode);
+  CHECK(mock_emit_kernel("eager_kernel", T0, T0 + 10, 0, 1, 1, 0, 0));
+  exit(0);
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
@@ -491,6 +531,9 @@ static const struct {
     {"duty", case_duty, {"INFERPROF_CUPTI_DUTY_CYCLE=500/2000"}},
     {"graph_rate", case_graph_rate, {"INFERPROF_CUPTI_GRAPH_RATE_LIMIT=2"}},
     {"clock", case_clock, {"MOCK_CUPTI_SLOW_TIMESTAMP_US=50000"}},
+    {"graph_sig", case_graph_sig, {"INFERPROF_CUPTI_GRAPH_MODE=graph"}},
+    {"graph_sig_noname", case_graph_sig, {"INFERPROF_CUPTI_GRAPH_MODE=graph", "MOCK_CUDA_NO_FUNC_NAME=1"}},
+    {"graph_sig_node", case_graph_sig, {NULL}},
 };
 
 /* ---- the collector side ---- */
@@ -762,6 +805,37 @@ int main(int argc, char **argv) {
   /* A 50 ms call gives an error of >= 25 ms: every sample kept the fast one. */
   CHECK(r.p.clock_error_max > 0 && r.p.clock_error_max < 25000000ull);
   printf("cupti layer re-samples the CUPTI-to-wall clock offset and keeps the tightest triple: ok\n");
+  passed++;
+
+  run_case(self, 25, &r); /* graph_sig */
+  CASE_OK(&r);
+  {
+    uint64_t dec = expect_sig(NODES(dec_types), dec_types, dec_funcs, 1);
+    uint64_t pre = expect_sig(NODES(pre_types), pre_types, pre_funcs, 1);
+    CHECK(dec != pre);
+    CHECK(r.p.graph_frames == 3 && r.p.graphs == 4 && r.p.graphs_signed == 3);
+    CHECK(r.p.graph_sigs[0] == dec && r.p.graph_sigs[1] == dec && r.p.graph_sigs[2] == pre);
+    /* cuptiGetGraphId, cuptiGetGraphExecId: the launch of executable 3 is the
+     * third graph's, not that of the second graph, whose graph id is 3. */
+    CHECK(r.p.graph_ids[2][0] == 5 && r.p.graph_ids[2][1] == 3);
+    CHECK(r.p.last_graph_record_sig == pre);
+    CHECK(r.p.last_graph_nodes == 3 && r.p.last_graph_flags == 0);
+  }
+  printf("cupti layer gives each instantiated graph Graphsignal's structural signature, before its launches: ok\n");
+  passed++;
+
+  run_case(self, 26, &r); /* graph_sig_noname */
+  CASE_OK(&r);
+  CHECK(r.p.graph_frames == 3 && r.p.graphs_signed == 3);
+  CHECK(r.p.graph_sigs[0] == expect_sig(NODES(dec_types), dec_types, dec_funcs, 0));
+  CHECK(r.p.last_graph_flags == IPC_GRAPH_NAMES_MISSING);
+  printf("cupti layer without cuFuncGetName signs graphs with unnamed kernels and says so: ok\n");
+  passed++;
+
+  run_case(self, 27, &r); /* graph_sig_node */
+  CASE_OK(&r);
+  CHECK(r.p.graph_frames == 0 && r.p.graphs == 0); /* node mode: no graph records, no callback */
+  printf("cupti layer in node mode takes no graph signatures: ok\n");
   passed++;
 
   unlink(sock_path);

@@ -3,12 +3,13 @@
 
 /* Tests of the pure-C parts of the CUPTI layer: the overhead controls
  * (limits.h), the launch queue (launch_ring.h) and the identity variables
- * (identity.h), under ASan and UBSan. */
+ * (identity.h) and the graph signature (graph_sig.h), under ASan and UBSan. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../graph_sig.h"
 #include "../identity.h"
 #include "../launch_ring.h"
 #include "../limits.h"
@@ -133,6 +134,27 @@ static void test_engine_host(void) {
   CHECK(strcmp(v, h) == 0);
 }
 
+/* The signature is Graphsignal's string, hashed: one token per distinct
+ * node, sorted by bytes, whatever order the graph lists its nodes in. The
+ * exact value against an independent implementation is checked in Go
+ * (internal/cuptiwire TestCEncodedFramesDecode). */
+static void test_graph_sig(void) {
+  graph_tok one[] = {{graph_node_type_name(2), NULL}};
+  const char want1[] = "memset[calls=1];";
+  CHECK(graph_sig_hash(one, 1) == graph_fnv(1469598103934665603ull, want1, sizeof(want1) - 1));
+  graph_tok a[] = {{"kernel", "k_b"}, {"memset", NULL}, {"kernel", "k"}, {"kernel", "k"}};
+  graph_tok b[] = {{"kernel", "k"}, {"kernel", "k"}, {"memset", NULL}, {"kernel", "k_b"}};
+  const char want[] = "kernel[name=k,calls=2];kernel[name=k_b,calls=1];memset[calls=1];";
+  uint64_t ha = graph_sig_hash(a, 4);
+  CHECK(ha == graph_sig_hash(b, 4));
+  CHECK(ha == graph_fnv(1469598103934665603ull, want, sizeof(want) - 1));
+  graph_tok c[] = {{"kernel", "k"}, {"kernel", "k_b"}, {"memset", NULL}};
+  CHECK(graph_sig_hash(c, 3) != ha); /* counts are part of it */
+  CHECK(graph_sig_hash(c, 0) == 0);
+  CHECK(strcmp(graph_node_type_name(4), "child") == 0 && strcmp(graph_node_type_name(11), "memfree") == 0);
+  CHECK(strcmp(graph_node_type_name(12), "other") == 0 && strcmp(graph_node_type_name(-1), "other") == 0);
+}
+
 int main(void) {
   test_token_bucket();
   test_corr_table();
@@ -140,6 +162,7 @@ int main(void) {
   test_launch_ring();
   test_resource_attr();
   test_engine_host();
-  printf("limits tests: 6 passed, 0 failed\n");
+  test_graph_sig();
+  printf("limits tests: 7 passed, 0 failed\n");
   return 0;
 }
