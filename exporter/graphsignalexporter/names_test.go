@@ -330,9 +330,27 @@ func cuptiMetrics(ts time.Time, kernels map[string]float64, device string, graph
 	add(delta(names.MetricMemsetBytes, "By"), 512, names.AttrMemoryKind, "device")
 	add(delta(names.MetricSyncDuration, "s"), 0.003, names.AttrSyncKind, "stream")
 	if graphs {
-		add(delta(names.MetricGraphDuration, "s"), 0.05)
+		// As the receiver emits them: one point per signature, a duration
+		// and an int launch count.
+		gd, gc := delta(names.MetricGraphDuration, "s"), delta(names.MetricGraphCount, "{launch}")
+		for _, g := range testGraphs {
+			add(gd, g.sec, names.AttrCUDAGraphSignature, g.sig)
+			add(gc, 0, names.AttrCUDAGraphSignature, g.sig)
+			gc.At(gc.Len() - 1).SetIntValue(g.launches)
+		}
 	}
 	return md
+}
+
+// testGraphs are graph signatures as the cupti receiver writes them.
+var testGraphs = []struct {
+	sig      string
+	sec      float64
+	launches int64
+}{
+	{"9e3779b97f4a7c15", 0.03, 3},
+	{"00000000000000ff", 0.015, 2},
+	{"unknown", 0.005, 1},
 }
 
 func frameValues(m *signalsv1.Metric) map[string][2]uint64 {
@@ -398,7 +416,12 @@ func TestGraphsignalNamesCUPTI(t *testing.T) {
 	}, mc, "one frame per copy kind, unknown spelled as Graphsignal does")
 	assert.Equal(t, map[string][2]uint64{"device": {100_000, 0}}, frameValues(metricsNamed(ups, "cuda_memset_nanoseconds")[0]))
 	assert.Equal(t, map[string][2]uint64{"stream": {3_000_000, 0}}, frameValues(metricsNamed(ups, "cuda_sync_nanoseconds")[0]))
-	assert.Equal(t, map[string][2]uint64{"other": {50_000_000, 0}}, frameValues(metricsNamed(ups, "cuda_graphs_nanoseconds")[0]))
+	gp := metricsNamed(ups, "cuda_graphs_nanoseconds")
+	require.Len(t, gp, 2)
+	assert.Equal(t, map[string][2]uint64{
+		"9e3779b97f4a7c15": {30_000_000, 3}, "00000000000000ff": {15_000_000, 2}, "unknown": {5_000_000, 1},
+	}, frameValues(gp[0]), "one frame per graph signature, samples = launches")
+	assert.NotContains(t, tags(gp[0].Tags), names.AttrCUDAGraphSignature)
 	assert.InDelta(t, 0.0, gaugeOf(t, ups, "cuda_graph_trace_mode"), 0)
 
 	bytesByKind := map[string]float64{}
