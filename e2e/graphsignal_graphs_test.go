@@ -74,31 +74,6 @@ func graphsignalSignature(nodes []string) (sig uint64, hex string) {
 	return sig, fmt.Sprintf("%016x", sig)
 }
 
-// graphProfile sums cuda_graphs_nanoseconds over every accepted upload:
-// value and samples per frame name.
-func graphProfile(srv *graphsignaltest.Server) map[string][2]uint64 {
-	out := map[string][2]uint64{}
-	for _, u := range srv.Accepted() {
-		for _, m := range u.V1.GetMetrics() {
-			if m.GetName() != "cuda_graphs_nanoseconds" {
-				continue
-			}
-			byID := map[uint64]string{}
-			for _, f := range m.Frames {
-				byID[f.FrameId] = f.Name
-			}
-			for _, dp := range m.Datapoints {
-				p := dp.GetProfile()
-				for i, id := range p.FrameIds {
-					v := out[byID[id]]
-					out[byID[id]] = [2]uint64{v[0] + p.Values[i], v[1] + p.Samples[i]}
-				}
-			}
-		}
-	}
-	return out
-}
-
 // TestGraphsignalGraphSignaturesEndToEnd: a CUPTI connection in graph mode
 // sends graph frames and graph launch records, as the injection library
 // does, into the built collector; the fake Graphsignal decodes
@@ -156,7 +131,7 @@ func TestGraphsignalGraphSignaturesEndToEnd(t *testing.T) {
 	})
 	send(first, b)
 	// The second batch goes up in a later upload.
-	require.Eventually(t, func() bool { return graphProfile(srv)[hexA][1] == 2 }, 60*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Profile("cuda_graphs_nanoseconds")[hexA][1] == 2 }, 60*time.Second, 50*time.Millisecond)
 	send(first, cuptiwire.AppendRecords2(nil, []cuptiwire.Record{
 		launch(17, 10_000_000, 2_500_000, hexA), launch(3, 13_000_000, 300_001, hexA),
 		launch(4, 14_000_000, 60_000, hexB), launch(99, 15_000_000, 13_000, "unknown"),
@@ -179,13 +154,13 @@ func TestGraphsignalGraphSignaturesEndToEnd(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		var n uint64
-		for _, v := range graphProfile(srv) {
+		for _, v := range srv.Profile("cuda_graphs_nanoseconds") {
 			n += v[1]
 		}
 		return n == launches
 	}, 60*time.Second, 50*time.Millisecond, "every launch uploaded")
 	require.Empty(t, srv.Malformed(), "every upload decodes with Graphsignal's schema")
-	assert.Equal(t, want, graphProfile(srv), "per frame: the launches' GPU time in ns and their count")
+	assert.Equal(t, want, srv.Profile("cuda_graphs_nanoseconds"), "per frame: the launches' GPU time in ns and their count")
 	assert.Len(t, want, 3, "one frame per signature, and unknown")
 
 	var modes []float64

@@ -25,15 +25,6 @@ func graphMetrics(ts time.Time, sigs []string, unsigned float64) pmetric.Metrics
 	rm.Resource().Attributes().PutInt("process.pid", 4242)
 	rm.Resource().Attributes().PutStr("inferprof.cupti.graph_mode", "graph")
 	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
-	delta := func(name, unit string) pmetric.NumberDataPointSlice {
-		m := ms.AppendEmpty()
-		m.SetName(name)
-		m.SetUnit(unit)
-		s := m.SetEmptySum()
-		s.SetIsMonotonic(true)
-		s.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		return s.DataPoints()
-	}
 	point := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
 		dp := dps.AppendEmpty()
 		dp.SetStartTimestamp(pcommon.NewTimestampFromTime(ts.Add(-10 * time.Second)))
@@ -41,7 +32,7 @@ func graphMetrics(ts time.Time, sigs []string, unsigned float64) pmetric.Metrics
 		dp.Attributes().PutInt(names.AttrCUDADeviceOrdinal, 0)
 		return dp
 	}
-	dur, cnt := delta(names.MetricGraphDuration, "s"), delta(names.MetricGraphCount, "{launch}")
+	dur, cnt := deltaSum(ms, names.MetricGraphDuration, "s"), deltaSum(ms, names.MetricGraphCount, "{launch}")
 	if unsigned > 0 { // first, as the receiver emits unknown first
 		point(dur).SetDoubleValue(unsigned)
 	}

@@ -286,6 +286,18 @@ func TestGraphsignalNamesNVML(t *testing.T) {
 	assert.GreaterOrEqual(t, device.LastSeenTs, firstDevice.LastSeenTs)
 }
 
+// deltaSum appends a monotonic delta sum, as the cupti receiver's tables
+// are, and returns its datapoints.
+func deltaSum(ms pmetric.MetricSlice, name, unit string) pmetric.NumberDataPointSlice {
+	m := ms.AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	s := m.SetEmptySum()
+	s.SetIsMonotonic(true)
+	s.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	return s.DataPoints()
+}
+
 // cuptiMetrics is one interval of the cupti receiver's delta tables.
 func cuptiMetrics(ts time.Time, kernels map[string]float64, device string, graphs bool) pmetric.Metrics {
 	md := pmetric.NewMetrics()
@@ -295,15 +307,7 @@ func cuptiMetrics(ts time.Time, kernels map[string]float64, device string, graph
 	rm.Resource().Attributes().PutStr("inferprof.activity.source", "cupti")
 	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 	pts := pcommon.NewTimestampFromTime(ts)
-	delta := func(name, unit string) pmetric.NumberDataPointSlice {
-		m := ms.AppendEmpty()
-		m.SetName(name)
-		m.SetUnit(unit)
-		s := m.SetEmptySum()
-		s.SetIsMonotonic(true)
-		s.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		return s.DataPoints()
-	}
+	delta := func(name, unit string) pmetric.NumberDataPointSlice { return deltaSum(ms, name, unit) }
 	add := func(dps pmetric.NumberDataPointSlice, v float64, attrs ...string) {
 		dp := dps.AppendEmpty()
 		dp.SetStartTimestamp(pcommon.NewTimestampFromTime(ts.Add(-10 * time.Second)))
@@ -353,21 +357,8 @@ var testGraphs = []struct {
 	{"unknown", 0.005, 1},
 }
 
-func frameValues(m *signalsv1.Metric) map[string][2]uint64 {
-	byID := map[uint64]string{}
-	for _, f := range m.Frames {
-		byID[f.FrameId] = f.Name
-	}
-	out := map[string][2]uint64{}
-	for _, dp := range m.Datapoints {
-		p := dp.GetProfile()
-		for i, id := range p.FrameIds {
-			v := out[byID[id]]
-			out[byID[id]] = [2]uint64{v[0] + p.Values[i], v[1] + p.Samples[i]}
-		}
-	}
-	return out
-}
+// frameValues is a profile's value and samples per frame.
+var frameValues = graphsignaltest.FrameValues
 
 // TestGraphsignalNamesCUPTI is the schema test for the cupti receiver's
 // tables: Graphsignal's profiles and counters, and its 250-frame cap.
