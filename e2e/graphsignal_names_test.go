@@ -110,24 +110,11 @@ func gpuUtilization(fraction float64) pmetric.Metrics {
 	return md
 }
 
+// profileFrames is a profile's value per frame over every accepted upload.
 func profileFrames(srv *graphsignaltest.Server, name string) map[string]float64 {
 	out := map[string]float64{}
-	for _, u := range srv.Accepted() {
-		for _, m := range u.V1.GetMetrics() {
-			if m.GetName() != name {
-				continue
-			}
-			byID := map[uint64]string{}
-			for _, f := range m.Frames {
-				byID[f.FrameId] = f.Name
-			}
-			for _, dp := range m.Datapoints {
-				p := dp.GetProfile()
-				for i, id := range p.FrameIds {
-					out[byID[id]] += float64(p.Values[i])
-				}
-			}
-		}
+	for frame, v := range srv.Profile(name) {
+		out[frame] = float64(v[0])
 	}
 	return out
 }

@@ -286,6 +286,18 @@ func TestGraphsignalNamesNVML(t *testing.T) {
 	assert.GreaterOrEqual(t, device.LastSeenTs, firstDevice.LastSeenTs)
 }
 
+// deltaSum appends a monotonic delta sum, as the cupti receiver's tables
+// are, and returns its datapoints.
+func deltaSum(ms pmetric.MetricSlice, name, unit string) pmetric.NumberDataPointSlice {
+	m := ms.AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	s := m.SetEmptySum()
+	s.SetIsMonotonic(true)
+	s.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	return s.DataPoints()
+}
+
 // cuptiMetrics is one interval of the cupti receiver's delta tables.
 func cuptiMetrics(ts time.Time, kernels map[string]float64, device string, graphs bool) pmetric.Metrics {
 	md := pmetric.NewMetrics()
@@ -295,15 +307,7 @@ func cuptiMetrics(ts time.Time, kernels map[string]float64, device string, graph
 	rm.Resource().Attributes().PutStr("inferprof.activity.source", "cupti")
 	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 	pts := pcommon.NewTimestampFromTime(ts)
-	delta := func(name, unit string) pmetric.NumberDataPointSlice {
-		m := ms.AppendEmpty()
-		m.SetName(name)
-		m.SetUnit(unit)
-		s := m.SetEmptySum()
-		s.SetIsMonotonic(true)
-		s.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		return s.DataPoints()
-	}
+	delta := func(name, unit string) pmetric.NumberDataPointSlice { return deltaSum(ms, name, unit) }
 	add := func(dps pmetric.NumberDataPointSlice, v float64, attrs ...string) {
 		dp := dps.AppendEmpty()
 		dp.SetStartTimestamp(pcommon.NewTimestampFromTime(ts.Add(-10 * time.Second)))
@@ -330,26 +334,31 @@ func cuptiMetrics(ts time.Time, kernels map[string]float64, device string, graph
 	add(delta(names.MetricMemsetBytes, "By"), 512, names.AttrMemoryKind, "device")
 	add(delta(names.MetricSyncDuration, "s"), 0.003, names.AttrSyncKind, "stream")
 	if graphs {
-		add(delta(names.MetricGraphDuration, "s"), 0.05)
+		// As the receiver emits them: one point per signature, a duration
+		// and an int launch count.
+		gd, gc := delta(names.MetricGraphDuration, "s"), delta(names.MetricGraphCount, "{launch}")
+		for _, g := range testGraphs {
+			add(gd, g.sec, names.AttrCUDAGraphSignature, g.sig)
+			add(gc, 0, names.AttrCUDAGraphSignature, g.sig)
+			gc.At(gc.Len() - 1).SetIntValue(g.launches)
+		}
 	}
 	return md
 }
 
-func frameValues(m *signalsv1.Metric) map[string][2]uint64 {
-	byID := map[uint64]string{}
-	for _, f := range m.Frames {
-		byID[f.FrameId] = f.Name
-	}
-	out := map[string][2]uint64{}
-	for _, dp := range m.Datapoints {
-		p := dp.GetProfile()
-		for i, id := range p.FrameIds {
-			v := out[byID[id]]
-			out[byID[id]] = [2]uint64{v[0] + p.Values[i], v[1] + p.Samples[i]}
-		}
-	}
-	return out
+// testGraphs are graph signatures as the cupti receiver writes them.
+var testGraphs = []struct {
+	sig      string
+	sec      float64
+	launches int64
+}{
+	{"9e3779b97f4a7c15", 0.03, 3},
+	{"00000000000000ff", 0.015, 2},
+	{"unknown", 0.005, 1},
 }
+
+// frameValues is a profile's value and samples per frame.
+var frameValues = graphsignaltest.FrameValues
 
 // TestGraphsignalNamesCUPTI is the schema test for the cupti receiver's
 // tables: Graphsignal's profiles and counters, and its 250-frame cap.
@@ -398,7 +407,12 @@ func TestGraphsignalNamesCUPTI(t *testing.T) {
 	}, mc, "one frame per copy kind, unknown spelled as Graphsignal does")
 	assert.Equal(t, map[string][2]uint64{"device": {100_000, 0}}, frameValues(metricsNamed(ups, "cuda_memset_nanoseconds")[0]))
 	assert.Equal(t, map[string][2]uint64{"stream": {3_000_000, 0}}, frameValues(metricsNamed(ups, "cuda_sync_nanoseconds")[0]))
-	assert.Equal(t, map[string][2]uint64{"other": {50_000_000, 0}}, frameValues(metricsNamed(ups, "cuda_graphs_nanoseconds")[0]))
+	gp := metricsNamed(ups, "cuda_graphs_nanoseconds")
+	require.Len(t, gp, 2)
+	assert.Equal(t, map[string][2]uint64{
+		"9e3779b97f4a7c15": {30_000_000, 3}, "00000000000000ff": {15_000_000, 2}, "unknown": {5_000_000, 1},
+	}, frameValues(gp[0]), "one frame per graph signature, samples = launches")
+	assert.NotContains(t, tags(gp[0].Tags), names.AttrCUDAGraphSignature)
 	assert.InDelta(t, 0.0, gaugeOf(t, ups, "cuda_graph_trace_mode"), 0)
 
 	bytesByKind := map[string]float64{}

@@ -28,6 +28,7 @@ type Decoder struct {
 	r         io.Reader
 	h         Handler
 	ch        CorrelationHandler // h, when it takes the correlation frames; else nil
+	gh        GraphHandler       // h, when it takes graph frames; else nil
 	hdr       [HeaderSize]byte
 	payload   []byte
 	recs      []Record
@@ -41,7 +42,8 @@ type Decoder struct {
 // first: the decoder reads each header and payload with io.ReadFull.
 func NewDecoder(r io.Reader, h Handler) *Decoder {
 	ch, _ := h.(CorrelationHandler)
-	return &Decoder{r: r, h: h, ch: ch}
+	gh, _ := h.(GraphHandler)
+	return &Decoder{r: r, h: h, ch: ch, gh: gh}
 }
 
 // Reset starts a new stream on r, forgetting every string definition.
@@ -166,6 +168,12 @@ func (d *Decoder) frame(t FrameType, p []byte) error {
 		return d.ch.Device(dv)
 	case FrameTypeLaunches:
 		return d.launches(p)
+	case FrameTypeGraph:
+		g, err := ParseGraph(p)
+		if err != nil || d.gh == nil {
+			return err
+		}
+		return d.gh.Graph(g)
 	}
 	return fmt.Errorf("frame type %d: %w", t, ErrUnknownFrame)
 }

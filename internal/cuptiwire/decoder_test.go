@@ -81,7 +81,7 @@ func validStream() []byte {
 	k := kernel(1, 1000, 500)
 	k.GraphNode = 1 << 40
 	b = AppendRecords2(b, []Record{k, {Kind: RecordKindGraph, Device: 1, Start: 1000, End: 3000, GraphID: 3}})
-	b = AppendStats(b, Stats{DroppedRecords: 3, CUPTIDropped: 1, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6})
+	b = AppendStats(b, Stats{DroppedRecords: 3, CUPTIDropped: 1, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6, GraphTableResets: 7})
 	b = AppendLiveness(b, Liveness{LastBufferUnixNS: 9, Launches: 10, BuffersCompleted: 11, FreeBuffers: 7, TotalBuffers: 8, State: LiveEnabled | LiveDisplaced, Resumes: 2, CUPTIVersion: 130000})
 	return AppendClock(b, Clock{OffsetNS: -12345, ErrorNS: 250, SampledUnixNS: 99})
 }
@@ -98,7 +98,7 @@ func TestRoundTrip(t *testing.T) {
 	want.GraphNode = 1 << 40
 	assert.Equal(t, want, c.recs[0])
 	assert.Equal(t, RecordKindGraph, c.recs[1].Kind)
-	assert.Equal(t, []Stats{{DroppedRecords: 3, CUPTIDropped: 1, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6}}, c.stats)
+	assert.Equal(t, []Stats{{DroppedRecords: 3, CUPTIDropped: 1, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6, GraphTableResets: 7}}, c.stats)
 	assert.Equal(t, []Liveness{{LastBufferUnixNS: 9, Launches: 10, BuffersCompleted: 11, FreeBuffers: 7, TotalBuffers: 8, State: LiveEnabled | LiveDisplaced, Resumes: 2, CUPTIVersion: 130000}}, c.live)
 	assert.Equal(t, []Clock{{OffsetNS: -12345, ErrorNS: 250, SampledUnixNS: 99}}, c.clocks)
 }
@@ -248,8 +248,8 @@ func TestLongerRecordsAndCountersDecode(t *testing.T) {
 		b = binary.LittleEndian.AppendUint64(b, uint64(100+i)) // graph node
 		b = binary.LittleEndian.AppendUint64(b, 0xdeadbeef)    // a field from the future
 	}
-	b = AppendHeader(b, FrameTypeStats, 64)
-	for i := range 8 {
+	b = AppendHeader(b, FrameTypeStats, 72)
+	for i := range 9 {
 		b = binary.LittleEndian.AppendUint64(b, uint64(i+1))
 	}
 	var c collect
@@ -257,7 +257,7 @@ func TestLongerRecordsAndCountersDecode(t *testing.T) {
 	require.Len(t, c.recs, 2)
 	assert.Equal(t, uint64(101), c.recs[1].GraphNode)
 	assert.Equal(t, uint64(10), c.recs[1].Start)
-	assert.Equal(t, Stats{DroppedRecords: 1, CUPTIDropped: 2, NamesOverflow: 3, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6, LaunchesDropped: 7}, c.stats[0])
+	assert.Equal(t, Stats{DroppedRecords: 1, CUPTIDropped: 2, NamesOverflow: 3, PoolExhausted: 4, OverflowDropped: 5, RateLimited: 6, LaunchesDropped: 7, GraphTableResets: 8}, c.stats[0])
 }
 
 // FuzzDecoder feeds arbitrary bytes to the decoder: it must return an error
@@ -269,6 +269,7 @@ func FuzzDecoder(f *testing.F) {
 	f.Add(AppendRecords(AppendString(AppendHello(nil, 1, 0, "h"), 3, "k"), []Record{kernel(3, 1, 2), kernel(4, 1, 2)}))
 	f.Add([]byte("IPCU\x01\x03\x00\x00\xff\xff\xff\xff"))
 	f.Add(correlationStream())
+	f.Add(graphStream())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := &checking{defined: map[uint32]bool{}}
 		_ = NewDecoder(bytes.NewReader(b), c).Run()
@@ -303,6 +304,7 @@ func (c *checking) Records(recs []Record) error {
 	}
 	return nil
 }
+func (c *checking) Graph(Graph) error       { return nil }
 func (c *checking) Stats(Stats) error       { return nil }
 func (c *checking) Liveness(Liveness) error { return nil }
 func (c *checking) Clock(Clock) error       { return nil }

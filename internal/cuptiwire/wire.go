@@ -128,7 +128,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Length > MaxPayload {
 		return h, fmt.Errorf("frame length %d > %d: %w", h.Length, MaxPayload, ErrFrameTooLarge)
 	}
-	if h.Type < FrameTypeHello || h.Type > FrameTypeLaunches {
+	if h.Type < FrameTypeHello || h.Type > FrameTypeGraph {
 		return h, fmt.Errorf("frame type %d: %w", h.Type, ErrUnknownFrame)
 	}
 	return h, nil
@@ -185,10 +185,15 @@ type Stats struct {
 	OverflowDropped uint64 // records CUPTI wrote into the overflow buffer, dropped
 	RateLimited     uint64 // kernel records the token buckets dropped
 	LaunchesDropped uint64 // launch records the library lost: its queue was full, or no collector
+	// GraphTableResets counts the times the library's table of graph
+	// signatures (8192 graphs) filled and was cleared, as Graphsignal's is;
+	// graphs instantiated before a reset go up as unknown.
+	GraphTableResets uint64
 }
 
 // ParseStats decodes a stats payload: 24 bytes from older libraries, 48 or
-// more (whole uint64s; fields this package does not know are skipped) now.
+// more (whole uint64s; fields this package does not know are skipped) now;
+// each word past the sixth is read where the payload has it.
 func ParseStats(p []byte) (Stats, error) {
 	if len(p) != statsV1Len && (len(p) < statsLen || len(p) > maxStatsLen || len(p)%8 != 0) {
 		return Stats{}, fmt.Errorf("stats of %d bytes: %w", len(p), ErrBadPayload)
@@ -205,6 +210,9 @@ func ParseStats(p []byte) (Stats, error) {
 	}
 	if len(p) >= statsLen+8 {
 		s.LaunchesDropped = binary.LittleEndian.Uint64(p[48:])
+	}
+	if len(p) >= statsLen+16 {
+		s.GraphTableResets = binary.LittleEndian.Uint64(p[56:])
 	}
 	return s, nil
 }
@@ -330,8 +338,8 @@ func AppendString(dst []byte, id uint32, s string) []byte {
 
 // AppendStats appends a whole stats frame.
 func AppendStats(dst []byte, s Stats) []byte {
-	dst = AppendHeader(dst, FrameTypeStats, statsLen+8)
-	for _, v := range [...]uint64{s.DroppedRecords, s.CUPTIDropped, s.NamesOverflow, s.PoolExhausted, s.OverflowDropped, s.RateLimited, s.LaunchesDropped} {
+	dst = AppendHeader(dst, FrameTypeStats, statsLen+16)
+	for _, v := range [...]uint64{s.DroppedRecords, s.CUPTIDropped, s.NamesOverflow, s.PoolExhausted, s.OverflowDropped, s.RateLimited, s.LaunchesDropped, s.GraphTableResets} {
 		dst = binary.LittleEndian.AppendUint64(dst, v)
 	}
 	return dst

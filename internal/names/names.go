@@ -186,10 +186,15 @@ const (
 	MetricMemsetBytes    = "inferprof.gpu.memset.bytes"
 	MetricSyncDuration   = "inferprof.gpu.sync.duration"
 	MetricGraphDuration  = "inferprof.gpu.graph.duration"
+	MetricGraphCount     = "inferprof.gpu.graph.count"
 	MetricGPUBusyTime    = "inferprof.gpu.busy.time"
 	AttrMemcpyKind       = "inferprof.gpu.memcpy.kind"
 	AttrMemoryKind       = "inferprof.gpu.memory.kind"
 	AttrSyncKind         = "inferprof.gpu.sync.kind"
+	// AttrCUDAGraphSignature is a CUDA graph's structural signature (16 hex
+	// digits, Graphsignal's) or "unknown"; never the process-local graph id,
+	// which would make a series per captured graph.
+	AttrCUDAGraphSignature = "inferprof.cuda.graph.signature"
 )
 
 // GPU device events and counters, produced by the nvml receiver (logs and

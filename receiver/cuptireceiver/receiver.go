@@ -67,6 +67,7 @@ type cuptiReceiver struct {
 	store       storage.Client       // kineto.storage; nil without it
 	lastRec     uint64               // aggregator record count at the last flush
 	lastDrop    uint64
+	lastGraphOv uint64 // aggregator graph signature overflow at the last flush
 	shutOnce    sync.Once
 }
 
@@ -240,10 +241,13 @@ type connHandler struct {
 	ctx     context.Context
 	src     aggregate.Source
 	srcIdx  uint32
-	held    bool     // srcIdx is held and must be released
-	kernels []uint32 // string id → series index
-	cache   *aggregate.Cache
+	held    bool             // srcIdx is held and must be released
+	kernels []uint32         // string id → series index
+	cache   *aggregate.Cache // also holds the connection's graph id → signature table
 	stats   cuptiwire.Stats
+
+	graphResetWarned bool
+	graphNamesNoted  bool
 
 	log         *zap.Logger
 	now         func() time.Time
@@ -274,12 +278,16 @@ func (h *connHandler) String(id uint32, s []byte) error {
 }
 
 func (h *connHandler) Records(recs []cuptiwire.Record) error {
+	h.agg.Add(h.srcIdx, recs, h.kernels, h.cacheOf())
+	h.correlate(recs)
+	return nil
+}
+
+func (h *connHandler) cacheOf() *aggregate.Cache {
 	if h.cache == nil {
 		h.cache = aggregate.NewCache()
 	}
-	h.agg.Add(h.srcIdx, recs, h.kernels, h.cache)
-	h.correlate(recs)
-	return nil
+	return h.cache
 }
 
 // Stats turns the library's cumulative counters into counter increments.
@@ -298,6 +306,9 @@ func (h *connHandler) Stats(s cuptiwire.Stats) error {
 	}
 	if d := s.RateLimited - h.stats.RateLimited; s.RateLimited > h.stats.RateLimited && h.tb != nil {
 		h.tb.ReceiverCuptiRateLimitedRecords.Add(h.ctx, int64(d))
+	}
+	if d := s.GraphTableResets - h.stats.GraphTableResets; s.GraphTableResets > h.stats.GraphTableResets && h.tb != nil {
+		h.tb.ReceiverCuptiEngineGraphTableResets.Add(h.ctx, int64(d))
 	}
 	h.reportEngineLaunchDrops(h.stats.LaunchesDropped, s.LaunchesDropped)
 	h.stats = s
@@ -407,6 +418,7 @@ func (r *cuptiReceiver) flushMetrics(ctx context.Context, final bool) {
 	r.tb.ReceiverCuptiRecords.Add(ctx, int64(recs-r.lastRec))
 	r.tb.ReceiverCuptiDroppedRecords.Add(ctx, int64(dropped-r.lastDrop))
 	r.lastRec, r.lastDrop = recs, dropped
+	r.reportGraphOverflow(ctx)
 }
 
 // refused logs one line per refused flush, saying what was kept or lost.

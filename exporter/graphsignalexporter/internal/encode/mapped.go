@@ -158,11 +158,15 @@ func (b *metricsBuilder) profile(r *rule, unit string, attrs pcommon.Map, ts int
 	frameName := frameOther
 	if r.Frame != "" {
 		fv, ok := attrs.Get(r.Frame)
-		if !ok || fv.AsString() == "" {
+		switch {
+		case ok && fv.AsString() != "":
+			frameName = r.renamed(clean(fv.AsString()))
+		case r.FrameDefault != "":
+			frameName = r.FrameDefault
+		default:
 			b.st.Skipped++
 			return
 		}
-		frameName = r.renamed(clean(fv.AsString()))
 	}
 	key := profileKey{r.Target, b.startTags(attrs, r.consumed)}
 	p, ok := b.profiles[key]

@@ -64,6 +64,9 @@ type rule struct {
 	// Frame names the attribute whose value is the frame (kindProfile,
 	// kindSamples); empty means one frame, "other".
 	Frame string
+	// FrameDefault is the frame of a datapoint without the Frame attribute
+	// (one from a collector that predates it); empty skips the datapoint.
+	FrameDefault string
 	// Tag renames a datapoint attribute to a Graphsignal tag key (from, to).
 	Tag kv
 	// Drop lists more datapoint attributes that are not tags.
@@ -97,6 +100,9 @@ const (
 	gaugeGraphMode = "cuda_graph_trace_mode"
 	counterXID     = "gpu_xid_critical_errors"
 	frameOther     = "other"
+	// frameUnknownGraph is the cupti receiver's graph signature for a launch
+	// whose graph it has no signature for.
+	frameUnknownGraph = "unknown"
 	// maxFrames is Graphsignal's writer cap, kMaxProfileFrames
 	// (src/common/metrics_writer.h @ 82849ec).
 	maxFrames = 250
@@ -165,7 +171,8 @@ var graphsignalTable = []rule{
 	{Source: names.MetricMemsetDuration, Kind: kindProfile, Target: profileMemset, Frame: names.AttrMemoryKind, Note: "frame = memory kind"},
 	{Source: names.MetricMemsetBytes, Kind: kindRename, Target: "cuda_memset_bytes", Tag: kv{names.AttrMemoryKind, "kind"}, Note: "tag `kind`"},
 	{Source: names.MetricSyncDuration, Kind: kindProfile, Target: profileSync, Frame: names.AttrSyncKind, Note: "frame = sync type"},
-	{Source: names.MetricGraphDuration, Kind: kindProfile, Target: profileGraphs, ModeGauge: true, Note: "one frame `other` (the library sends no graph signature)"},
+	{Source: names.MetricGraphDuration, Kind: kindProfile, Target: profileGraphs, Frame: names.AttrCUDAGraphSignature, FrameDefault: frameUnknownGraph, ModeGauge: true, Note: "frame = graph signature, Graphsignal's 16 hex digits; `unknown` stays `unknown` (Graphsignal's `graph_<id>` is process-local)"},
+	{Source: names.MetricGraphCount, Kind: kindSamples, Target: profileGraphs, Frame: names.AttrCUDAGraphSignature, FrameDefault: frameUnknownGraph, ModeGauge: true, Note: "the frames' samples (launches)"},
 	{Source: names.MetricGPUBusyTime, Kind: kindKeep, Note: "Graphsignal has no device busy time"},
 }
 
@@ -191,7 +198,9 @@ var (
 )
 
 // prometheusScope is the scope the prometheus receiver gives what it
-// scrapes (receiver/prometheusreceiver internal/transaction.go, v0.165.1).
+// scrapes: internal/transaction.go sets internal/metadata's ScopeName
+// (receiver/prometheusreceiver v0.161.0, the version builder-config.yaml
+// pins).
 const prometheusScope = "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver"
 
 // promName is the name Graphsignal's Prometheus import gives a family:

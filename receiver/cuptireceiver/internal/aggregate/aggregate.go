@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package aggregate sums CUDA activity records per source, device and kernel
-// series between flushes, without allocating per record.
+// series (CUDA graph signature for graph launches) between flushes, without
+// allocating per record.
 package aggregate // import "github.com/inferprof/inferprof/receiver/cuptireceiver/internal/aggregate"
 
 import (
@@ -31,13 +32,16 @@ const overflowSeries = 0
 
 // Limits keep the tables bounded whatever the engines send.
 type Limits struct {
-	MaxNames   int // distinct raw kernel names
-	MaxSources int // distinct (source kind, host, pid)
-	MaxKeys    int // aggregation keys between two flushes
+	MaxNames      int // distinct raw kernel names
+	MaxSources    int // distinct (source kind, host, pid)
+	MaxKeys       int // aggregation keys between two flushes
+	MaxSignatures int // distinct CUDA graph signatures
 }
 
-// DefaultLimits fit thousands of kernels on tens of workers.
-var DefaultLimits = Limits{MaxNames: 16384, MaxSources: 1024, MaxKeys: 1 << 18}
+// DefaultLimits fit thousands of kernels on tens of workers. A graph
+// signature is structural (shape-independent), so an engine's thousands of
+// captured graphs share a few dozen; 1024 leaves room for several models.
+var DefaultLimits = Limits{MaxNames: 16384, MaxSources: 1024, MaxKeys: 1 << 18, MaxSignatures: 1024}
 
 // SourceKind tells the socket from trace files.
 type SourceKind uint8
@@ -119,10 +123,14 @@ type Aggregator struct {
 	busyVals []busyState
 	dropped  uint64 // records not aggregated: a table was full
 	records  uint64
-	mb       *metadata.MetricsBuilder
-	last     pcommon.Timestamp
-	top      int
-	scratch  []seriesTotal
+	// Graph signatures: index → the attribute value; index 0 is unknown.
+	sigs        map[uint64]uint32
+	sigNames    []string
+	sigOverflow uint64 // graph records put in unknown because sigs was full
+	mb          *metadata.MetricsBuilder
+	last        pcommon.Timestamp
+	top         int
+	scratch     []seriesTotal
 	// chosen keeps, per device, the kernel series that had their own series
 	// at the last flush, so a kernel near the cut does not flip between its
 	// name and "other" from one interval to the next.
@@ -161,6 +169,8 @@ func New(classes *kernelclass.Table, limits Limits, topKernels int, mb *metadata
 		sources:  map[Source]uint32{},
 		slots:    map[key]int32{},
 		busyIx:   map[busyKey]int32{},
+		sigs:     map[uint64]uint32{},
+		sigNames: []string{UnknownSignature},
 		epoch:    1,
 		mb:       mb,
 		last:     start,
@@ -309,11 +319,13 @@ func (a *Aggregator) Kernel(raw []byte) uint32 {
 }
 
 // Cache is one connection's shortcut from a record to its slot, so the hot
-// path indexes slices instead of hashing. It is owned by one goroutine.
+// path indexes slices instead of hashing, and its table of graph ids. It is
+// owned by one goroutine.
 type Cache struct {
-	kern  []slotRef      // by the connection's string id
-	other [4][16]slotRef // memcpy, memset, sync, graph by sub kind
-	busy  [64]int32      // busy slot + 1 by device ordinal; 0 = not looked up yet
+	kern   []slotRef         // by the connection's string id
+	other  [3][16]slotRef    // memcpy, memset, sync by sub kind
+	busy   [64]int32         // busy slot + 1 by device ordinal; 0 = not looked up yet
+	graphs map[uint32]uint32 // graph id → signature index, from the connection's graph frames
 }
 
 type slotRef struct {
@@ -379,7 +391,7 @@ func (a *Aggregator) add(src uint32, recs []cuptiwire.Record, kernels []uint32, 
 			if int(r.Name) < len(c.kern) {
 				ref = &c.kern[r.Name]
 			}
-		case r.Kind >= cuptiwire.RecordKindMemcpy && r.Kind <= cuptiwire.RecordKindGraph && r.Sub < 16:
+		case r.Kind >= cuptiwire.RecordKindMemcpy && r.Kind <= cuptiwire.RecordKindSync && r.Sub < 16:
 			ref = &c.other[r.Kind-cuptiwire.RecordKindMemcpy][r.Sub]
 		}
 		var slot int32
@@ -387,7 +399,7 @@ func (a *Aggregator) add(src uint32, recs []cuptiwire.Record, kernels []uint32, 
 			slot = ref.slot
 		} else {
 			var ok bool
-			if slot, ok = a.slot(src, r, kernels); !ok {
+			if slot, ok = a.slot(src, r, kernels, c); !ok {
 				dropped++
 				continue
 			}
@@ -421,8 +433,9 @@ func (a *Aggregator) add(src uint32, recs []cuptiwire.Record, kernels []uint32, 
 }
 
 // slot finds or makes the slot of a record's key.
-func (a *Aggregator) slot(src uint32, r *cuptiwire.Record, kernels []uint32) (int32, bool) {
+func (a *Aggregator) slot(src uint32, r *cuptiwire.Record, kernels []uint32, c *Cache) (int32, bool) {
 	k := key{src: src, kind: r.Kind, device: r.Device}
+	refused := false
 	switch r.Kind {
 	case cuptiwire.RecordKindKernel:
 		if int(r.Name) < len(kernels) {
@@ -430,16 +443,26 @@ func (a *Aggregator) slot(src uint32, r *cuptiwire.Record, kernels []uint32) (in
 		}
 	case cuptiwire.RecordKindMemcpy, cuptiwire.RecordKindMemset, cuptiwire.RecordKindSync:
 		k.sub = r.Sub
+	case cuptiwire.RecordKindGraph:
+		// One record per graph launch, so graph records skip the slot
+		// cache and look their graph id up here: a missing id is unknown.
+		k.series = c.graphs[r.GraphID]
+		if k.series == sigRefused {
+			k.series, refused = sigUnknown, true
+		}
 	}
-	if s, ok := a.slots[k]; ok {
-		return s, true
+	s, ok := a.slots[k]
+	if !ok {
+		if len(a.vals) >= a.limits.MaxKeys {
+			return 0, false
+		}
+		s = int32(len(a.vals))
+		a.vals = append(a.vals, value{})
+		a.slots[k] = s
 	}
-	if len(a.vals) >= a.limits.MaxKeys {
-		return 0, false
+	if refused {
+		a.sigOverflow++
 	}
-	s := int32(len(a.vals))
-	a.vals = append(a.vals, value{})
-	a.slots[k] = s
 	return s, true
 }
 
@@ -736,7 +759,12 @@ func (a *Aggregator) emitDevice(now pcommon.Timestamp, src uint32, dev uint16, k
 		case cuptiwire.RecordKindSync:
 			a.mb.RecordInferprofGpuSyncDurationDataPoint(now, seconds(v.dur), syncKind(k.sub), devName)
 		case cuptiwire.RecordKindGraph:
-			a.mb.RecordInferprofGpuGraphDurationDataPoint(now, seconds(v.dur), devName)
+			sig := UnknownSignature
+			if int(k.series) < len(a.sigNames) {
+				sig = a.sigNames[k.series]
+			}
+			a.mb.RecordInferprofGpuGraphDurationDataPoint(now, seconds(v.dur), sig, devName)
+			a.mb.RecordInferprofGpuGraphCountDataPoint(now, int64(v.count), sig, devName)
 		}
 	}
 	// The longest kernels keep their own series; the rest are summed per

@@ -241,7 +241,8 @@ func TestNamesMatchSharedConstants(t *testing.T) {
 		names.MetricMemsetDuration: {names.AttrMemoryKind: true, dev: true},
 		names.MetricMemsetBytes:    {names.AttrMemoryKind: true, dev: true},
 		names.MetricSyncDuration:   {names.AttrSyncKind: true, dev: true},
-		names.MetricGraphDuration:  {dev: true},
+		names.MetricGraphDuration:  {names.AttrCUDAGraphSignature: true, dev: true},
+		names.MetricGraphCount:     {names.AttrCUDAGraphSignature: true, dev: true},
 		names.MetricGPUBusyTime:    {dev: true},
 	}
 	assert.Equal(t, want, got)

@@ -57,11 +57,61 @@ func (ms *InferprofGpuBusyTimeMetricConfig) Validate() error {
 	return nil
 }
 
+// InferprofGpuGraphCountMetricAttributeKey specifies the key of an attribute for the inferprof.gpu.graph.count metric.
+type InferprofGpuGraphCountMetricAttributeKey string
+
+const (
+	InferprofGpuGraphCountMetricAttributeKeyGraphSignature InferprofGpuGraphCountMetricAttributeKey = "inferprof.cuda.graph.signature"
+	InferprofGpuGraphCountMetricAttributeKeyDevice         InferprofGpuGraphCountMetricAttributeKey = "inferprof.cuda.device.ordinal"
+)
+
+// InferprofGpuGraphCountMetricConfig provides config for the inferprof.gpu.graph.count metric.
+type InferprofGpuGraphCountMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []InferprofGpuGraphCountMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *InferprofGpuGraphCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *InferprofGpuGraphCountMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case InferprofGpuGraphCountMetricAttributeKeyGraphSignature, InferprofGpuGraphCountMetricAttributeKeyDevice:
+		default:
+			return fmt.Errorf("metric inferprof.gpu.graph.count doesn't have an attribute %v, valid attributes: [inferprof.cuda.graph.signature, inferprof.cuda.device.ordinal]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // InferprofGpuGraphDurationMetricAttributeKey specifies the key of an attribute for the inferprof.gpu.graph.duration metric.
 type InferprofGpuGraphDurationMetricAttributeKey string
 
 const (
-	InferprofGpuGraphDurationMetricAttributeKeyDevice InferprofGpuGraphDurationMetricAttributeKey = "inferprof.cuda.device.ordinal"
+	InferprofGpuGraphDurationMetricAttributeKeyGraphSignature InferprofGpuGraphDurationMetricAttributeKey = "inferprof.cuda.graph.signature"
+	InferprofGpuGraphDurationMetricAttributeKeyDevice         InferprofGpuGraphDurationMetricAttributeKey = "inferprof.cuda.device.ordinal"
 )
 
 // InferprofGpuGraphDurationMetricConfig provides config for the inferprof.gpu.graph.duration metric.
@@ -90,9 +140,9 @@ func (ms *InferprofGpuGraphDurationMetricConfig) Unmarshal(parser *confmap.Conf)
 func (ms *InferprofGpuGraphDurationMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case InferprofGpuGraphDurationMetricAttributeKeyDevice:
+		case InferprofGpuGraphDurationMetricAttributeKeyGraphSignature, InferprofGpuGraphDurationMetricAttributeKeyDevice:
 		default:
-			return fmt.Errorf("metric inferprof.gpu.graph.duration doesn't have an attribute %v, valid attributes: [inferprof.cuda.device.ordinal]", val)
+			return fmt.Errorf("metric inferprof.gpu.graph.duration doesn't have an attribute %v, valid attributes: [inferprof.cuda.graph.signature, inferprof.cuda.device.ordinal]", val)
 		}
 	}
 
@@ -453,6 +503,7 @@ func (ms *InferprofGpuSyncDurationMetricConfig) Validate() error {
 // MetricsConfig provides config for cupti metrics.
 type MetricsConfig struct {
 	InferprofGpuBusyTime       InferprofGpuBusyTimeMetricConfig       `mapstructure:"inferprof.gpu.busy.time"`
+	InferprofGpuGraphCount     InferprofGpuGraphCountMetricConfig     `mapstructure:"inferprof.gpu.graph.count"`
 	InferprofGpuGraphDuration  InferprofGpuGraphDurationMetricConfig  `mapstructure:"inferprof.gpu.graph.duration"`
 	InferprofGpuKernelCount    InferprofGpuKernelCountMetricConfig    `mapstructure:"inferprof.gpu.kernel.count"`
 	InferprofGpuKernelDuration InferprofGpuKernelDurationMetricConfig `mapstructure:"inferprof.gpu.kernel.duration"`
@@ -470,10 +521,15 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []InferprofGpuBusyTimeMetricAttributeKey{InferprofGpuBusyTimeMetricAttributeKeyDevice},
 		},
+		InferprofGpuGraphCount: InferprofGpuGraphCountMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []InferprofGpuGraphCountMetricAttributeKey{InferprofGpuGraphCountMetricAttributeKeyGraphSignature, InferprofGpuGraphCountMetricAttributeKeyDevice},
+		},
 		InferprofGpuGraphDuration: InferprofGpuGraphDurationMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []InferprofGpuGraphDurationMetricAttributeKey{InferprofGpuGraphDurationMetricAttributeKeyDevice},
+			EnabledAttributes:   []InferprofGpuGraphDurationMetricAttributeKey{InferprofGpuGraphDurationMetricAttributeKeyGraphSignature, InferprofGpuGraphDurationMetricAttributeKeyDevice},
 		},
 		InferprofGpuKernelCount: InferprofGpuKernelCountMetricConfig{
 			Enabled:             true,

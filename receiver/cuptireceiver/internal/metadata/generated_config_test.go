@@ -31,10 +31,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []InferprofGpuBusyTimeMetricAttributeKey{InferprofGpuBusyTimeMetricAttributeKeyDevice},
 					},
+					InferprofGpuGraphCount: InferprofGpuGraphCountMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []InferprofGpuGraphCountMetricAttributeKey{InferprofGpuGraphCountMetricAttributeKeyGraphSignature, InferprofGpuGraphCountMetricAttributeKeyDevice},
+					},
 					InferprofGpuGraphDuration: InferprofGpuGraphDurationMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []InferprofGpuGraphDurationMetricAttributeKey{InferprofGpuGraphDurationMetricAttributeKeyDevice},
+						EnabledAttributes:   []InferprofGpuGraphDurationMetricAttributeKey{InferprofGpuGraphDurationMetricAttributeKeyGraphSignature, InferprofGpuGraphDurationMetricAttributeKeyDevice},
 					},
 					InferprofGpuKernelCount: InferprofGpuKernelCountMetricConfig{
 						Enabled:             true,
@@ -94,10 +99,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []InferprofGpuBusyTimeMetricAttributeKey{InferprofGpuBusyTimeMetricAttributeKeyDevice},
 					},
+					InferprofGpuGraphCount: InferprofGpuGraphCountMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []InferprofGpuGraphCountMetricAttributeKey{InferprofGpuGraphCountMetricAttributeKeyGraphSignature, InferprofGpuGraphCountMetricAttributeKeyDevice},
+					},
 					InferprofGpuGraphDuration: InferprofGpuGraphDurationMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []InferprofGpuGraphDurationMetricAttributeKey{InferprofGpuGraphDurationMetricAttributeKeyDevice},
+						EnabledAttributes:   []InferprofGpuGraphDurationMetricAttributeKey{InferprofGpuGraphDurationMetricAttributeKeyGraphSignature, InferprofGpuGraphDurationMetricAttributeKeyDevice},
 					},
 					InferprofGpuKernelCount: InferprofGpuKernelCountMetricConfig{
 						Enabled:             false,
@@ -152,7 +162,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(InferprofGpuBusyTimeMetricConfig{}, InferprofGpuGraphDurationMetricConfig{}, InferprofGpuKernelCountMetricConfig{}, InferprofGpuKernelDurationMetricConfig{}, InferprofGpuMemcpyBytesMetricConfig{}, InferprofGpuMemcpyDurationMetricConfig{}, InferprofGpuMemsetBytesMetricConfig{}, InferprofGpuMemsetDurationMetricConfig{}, InferprofGpuSyncDurationMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(InferprofGpuBusyTimeMetricConfig{}, InferprofGpuGraphCountMetricConfig{}, InferprofGpuGraphDurationMetricConfig{}, InferprofGpuKernelCountMetricConfig{}, InferprofGpuKernelDurationMetricConfig{}, InferprofGpuMemcpyBytesMetricConfig{}, InferprofGpuMemcpyDurationMetricConfig{}, InferprofGpuMemsetBytesMetricConfig{}, InferprofGpuMemsetDurationMetricConfig{}, InferprofGpuSyncDurationMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -169,12 +179,24 @@ func TestInferprofGpuBusyTimeMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestInferprofGpuGraphCountMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().InferprofGpuGraphCount
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []InferprofGpuGraphCountMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.graph.count doesn't have an attribute invalid, valid attributes: [inferprof.cuda.graph.signature, inferprof.cuda.device.ordinal]")
+
+	cfg = DefaultMetricsConfig().InferprofGpuGraphCount
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestInferprofGpuGraphDurationMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().InferprofGpuGraphDuration
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []InferprofGpuGraphDurationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.graph.duration doesn't have an attribute invalid, valid attributes: [inferprof.cuda.device.ordinal]")
+	require.ErrorContains(t, cfg.Validate(), "metric inferprof.gpu.graph.duration doesn't have an attribute invalid, valid attributes: [inferprof.cuda.graph.signature, inferprof.cuda.device.ordinal]")
 
 	cfg = DefaultMetricsConfig().InferprofGpuGraphDuration
 	cfg.AggregationStrategy = "invalid"

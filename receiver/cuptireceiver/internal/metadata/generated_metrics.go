@@ -174,9 +174,13 @@ var MetricsInfo = metricsInfo{
 		Name:       "inferprof.gpu.busy.time",
 		Attributes: []string{"device"},
 	},
+	InferprofGpuGraphCount: metricInfo{
+		Name:       "inferprof.gpu.graph.count",
+		Attributes: []string{"graph_signature", "device"},
+	},
 	InferprofGpuGraphDuration: metricInfo{
 		Name:       "inferprof.gpu.graph.duration",
-		Attributes: []string{"device"},
+		Attributes: []string{"graph_signature", "device"},
 	},
 	InferprofGpuKernelCount: metricInfo{
 		Name:       "inferprof.gpu.kernel.count",
@@ -210,6 +214,7 @@ var MetricsInfo = metricsInfo{
 
 type metricsInfo struct {
 	InferprofGpuBusyTime       metricInfo
+	InferprofGpuGraphCount     metricInfo
 	InferprofGpuGraphDuration  metricInfo
 	InferprofGpuKernelCount    metricInfo
 	InferprofGpuKernelDuration metricInfo
@@ -316,6 +321,100 @@ func newMetricInferprofGpuBusyTime(cfg InferprofGpuBusyTimeMetricConfig) metricI
 	return m
 }
 
+type metricInferprofGpuGraphCount struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        InferprofGpuGraphCountMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []int64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills inferprof.gpu.graph.count metric with initial data.
+func (m *metricInferprofGpuGraphCount) init() {
+	m.data.SetName("inferprof.gpu.graph.count")
+	m.data.SetDescription("Whole CUDA graph launches completed during the interval, per graph signature (only in the library's graph trace mode).")
+	m.data.SetUnit("{launch}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricInferprofGpuGraphCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, graphSignatureAttributeValue string, deviceAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, InferprofGpuGraphCountMetricAttributeKeyGraphSignature) {
+		dp.Attributes().PutStr("inferprof.cuda.graph.signature", graphSignatureAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, InferprofGpuGraphCountMetricAttributeKeyDevice) {
+		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricInferprofGpuGraphCount) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricInferprofGpuGraphCount) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricInferprofGpuGraphCount(cfg InferprofGpuGraphCountMetricConfig) metricInferprofGpuGraphCount {
+	m := metricInferprofGpuGraphCount{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricInferprofGpuGraphDuration struct {
 	data          pmetric.Metric                        // data buffer for generated metric.
 	config        InferprofGpuGraphDurationMetricConfig // metric config provided by user.
@@ -326,7 +425,7 @@ type metricInferprofGpuGraphDuration struct {
 // init fills inferprof.gpu.graph.duration metric with initial data.
 func (m *metricInferprofGpuGraphDuration) init() {
 	m.data.SetName("inferprof.gpu.graph.duration")
-	m.data.SetDescription("GPU time of whole CUDA graph launches (only in the library's graph trace mode, where a graph's kernels are not reported one by one).")
+	m.data.SetDescription("GPU time of whole CUDA graph launches, per graph signature (only in the library's graph trace mode, where a graph's kernels are not reported one by one).")
 	m.data.SetUnit("s")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -335,7 +434,7 @@ func (m *metricInferprofGpuGraphDuration) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricInferprofGpuGraphDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue int64) {
+func (m *metricInferprofGpuGraphDuration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, graphSignatureAttributeValue string, deviceAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -343,6 +442,9 @@ func (m *metricInferprofGpuGraphDuration) recordDataPoint(start pcommon.Timestam
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, InferprofGpuGraphDurationMetricAttributeKeyGraphSignature) {
+		dp.Attributes().PutStr("inferprof.cuda.graph.signature", graphSignatureAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, InferprofGpuGraphDurationMetricAttributeKeyDevice) {
 		dp.Attributes().PutInt("inferprof.cuda.device.ordinal", deviceAttributeValue)
 	}
@@ -1082,6 +1184,7 @@ type MetricsBuilder struct {
 	resourceAttributeIncludeFilter   map[string]filter.Filter
 	resourceAttributeExcludeFilter   map[string]filter.Filter
 	metricInferprofGpuBusyTime       metricInferprofGpuBusyTime
+	metricInferprofGpuGraphCount     metricInferprofGpuGraphCount
 	metricInferprofGpuGraphDuration  metricInferprofGpuGraphDuration
 	metricInferprofGpuKernelCount    metricInferprofGpuKernelCount
 	metricInferprofGpuKernelDuration metricInferprofGpuKernelDuration
@@ -1116,6 +1219,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricsBuffer:                    pmetric.NewMetrics(),
 		buildInfo:                        settings.BuildInfo,
 		metricInferprofGpuBusyTime:       newMetricInferprofGpuBusyTime(mbc.Metrics.InferprofGpuBusyTime),
+		metricInferprofGpuGraphCount:     newMetricInferprofGpuGraphCount(mbc.Metrics.InferprofGpuGraphCount),
 		metricInferprofGpuGraphDuration:  newMetricInferprofGpuGraphDuration(mbc.Metrics.InferprofGpuGraphDuration),
 		metricInferprofGpuKernelCount:    newMetricInferprofGpuKernelCount(mbc.Metrics.InferprofGpuKernelCount),
 		metricInferprofGpuKernelDuration: newMetricInferprofGpuKernelDuration(mbc.Metrics.InferprofGpuKernelDuration),
@@ -1251,6 +1355,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricInferprofGpuBusyTime.emit(ils.Metrics())
+	mb.metricInferprofGpuGraphCount.emit(ils.Metrics())
 	mb.metricInferprofGpuGraphDuration.emit(ils.Metrics())
 	mb.metricInferprofGpuKernelCount.emit(ils.Metrics())
 	mb.metricInferprofGpuKernelDuration.emit(ils.Metrics())
@@ -1295,9 +1400,14 @@ func (mb *MetricsBuilder) RecordInferprofGpuBusyTimeDataPoint(ts pcommon.Timesta
 	mb.metricInferprofGpuBusyTime.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue)
 }
 
+// RecordInferprofGpuGraphCountDataPoint adds a data point to inferprof.gpu.graph.count metric.
+func (mb *MetricsBuilder) RecordInferprofGpuGraphCountDataPoint(ts pcommon.Timestamp, val int64, graphSignatureAttributeValue string, deviceAttributeValue int64) {
+	mb.metricInferprofGpuGraphCount.recordDataPoint(mb.startTime, ts, val, graphSignatureAttributeValue, deviceAttributeValue)
+}
+
 // RecordInferprofGpuGraphDurationDataPoint adds a data point to inferprof.gpu.graph.duration metric.
-func (mb *MetricsBuilder) RecordInferprofGpuGraphDurationDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue int64) {
-	mb.metricInferprofGpuGraphDuration.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue)
+func (mb *MetricsBuilder) RecordInferprofGpuGraphDurationDataPoint(ts pcommon.Timestamp, val float64, graphSignatureAttributeValue string, deviceAttributeValue int64) {
+	mb.metricInferprofGpuGraphDuration.recordDataPoint(mb.startTime, ts, val, graphSignatureAttributeValue, deviceAttributeValue)
 }
 
 // RecordInferprofGpuKernelCountDataPoint adds a data point to inferprof.gpu.kernel.count metric.

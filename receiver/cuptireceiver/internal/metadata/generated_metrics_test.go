@@ -68,6 +68,7 @@ func TestMetricsBuilder(t *testing.T) {
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
 			aggMap["inferprof.gpu.busy.time"] = mb.metricInferprofGpuBusyTime.config.AggregationStrategy
+			aggMap["inferprof.gpu.graph.count"] = mb.metricInferprofGpuGraphCount.config.AggregationStrategy
 			aggMap["inferprof.gpu.graph.duration"] = mb.metricInferprofGpuGraphDuration.config.AggregationStrategy
 			aggMap["inferprof.gpu.kernel.count"] = mb.metricInferprofGpuKernelCount.config.AggregationStrategy
 			aggMap["inferprof.gpu.kernel.duration"] = mb.metricInferprofGpuKernelDuration.config.AggregationStrategy
@@ -92,9 +93,15 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordInferprofGpuGraphDurationDataPoint(ts, 1, 6)
+			mb.RecordInferprofGpuGraphCountDataPoint(ts, 1, "graph_signature-val", 6)
 			if tt.name == "reaggregate_set" {
-				mb.RecordInferprofGpuGraphDurationDataPoint(ts, 3, 7)
+				mb.RecordInferprofGpuGraphCountDataPoint(ts, 3, "graph_signature-val-2", 7)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordInferprofGpuGraphDurationDataPoint(ts, 1, "graph_signature-val", 6)
+			if tt.name == "reaggregate_set" {
+				mb.RecordInferprofGpuGraphDurationDataPoint(ts, 3, "graph_signature-val-2", 7)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -153,6 +160,7 @@ func TestMetricsBuilder(t *testing.T) {
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
 				assert.Empty(t, mb.metricInferprofGpuBusyTime.aggDataPoints)
+				assert.Empty(t, mb.metricInferprofGpuGraphCount.aggDataPoints)
 				assert.Empty(t, mb.metricInferprofGpuGraphDuration.aggDataPoints)
 				assert.Empty(t, mb.metricInferprofGpuKernelCount.aggDataPoints)
 				assert.Empty(t, mb.metricInferprofGpuKernelDuration.aggDataPoints)
@@ -232,13 +240,62 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
+				case "inferprof.gpu.graph.count":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["inferprof.gpu.graph.count"], "Found a duplicate in the metrics slice: inferprof.gpu.graph.count")
+						validatedMetrics["inferprof.gpu.graph.count"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Whole CUDA graph launches completed during the interval, per graph signature (only in the library's graph trace mode).", mi.Description())
+						assert.Equal(t, "{launch}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityDelta, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						graphSignatureAttrVal, ok := dp.Attributes().Get("inferprof.cuda.graph.signature")
+						assert.True(t, ok)
+						assert.Equal(t, "graph_signature-val", graphSignatureAttrVal.Str())
+						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
+						assert.True(t, ok)
+						assert.EqualValues(t, 6, deviceAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["inferprof.gpu.graph.count"], "Found a duplicate in the metrics slice: inferprof.gpu.graph.count")
+						validatedMetrics["inferprof.gpu.graph.count"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Whole CUDA graph launches completed during the interval, per graph signature (only in the library's graph trace mode).", mi.Description())
+						assert.Equal(t, "{launch}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityDelta, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["inferprof.gpu.graph.count"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("inferprof.cuda.graph.signature")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
+						assert.False(t, ok)
+					}
 				case "inferprof.gpu.graph.duration":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["inferprof.gpu.graph.duration"], "Found a duplicate in the metrics slice: inferprof.gpu.graph.duration")
 						validatedMetrics["inferprof.gpu.graph.duration"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "GPU time of whole CUDA graph launches (only in the library's graph trace mode, where a graph's kernels are not reported one by one).", mi.Description())
+						assert.Equal(t, "GPU time of whole CUDA graph launches, per graph signature (only in the library's graph trace mode, where a graph's kernels are not reported one by one).", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityDelta, mi.Sum().AggregationTemporality())
@@ -247,6 +304,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						graphSignatureAttrVal, ok := dp.Attributes().Get("inferprof.cuda.graph.signature")
+						assert.True(t, ok)
+						assert.Equal(t, "graph_signature-val", graphSignatureAttrVal.Str())
 						deviceAttrVal, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.True(t, ok)
 						assert.EqualValues(t, 6, deviceAttrVal.Int())
@@ -255,7 +315,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["inferprof.gpu.graph.duration"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "GPU time of whole CUDA graph launches (only in the library's graph trace mode, where a graph's kernels are not reported one by one).", mi.Description())
+						assert.Equal(t, "GPU time of whole CUDA graph launches, per graph signature (only in the library's graph trace mode, where a graph's kernels are not reported one by one).", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityDelta, mi.Sum().AggregationTemporality())
@@ -273,7 +333,9 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
-						_, ok := dp.Attributes().Get("inferprof.cuda.device.ordinal")
+						_, ok := dp.Attributes().Get("inferprof.cuda.graph.signature")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("inferprof.cuda.device.ordinal")
 						assert.False(t, ok)
 					}
 				case "inferprof.gpu.kernel.count":

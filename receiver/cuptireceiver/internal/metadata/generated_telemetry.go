@@ -23,28 +23,31 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                               metric.Meter
-	mu                                  sync.Mutex
-	registrations                       []metric.Registration
-	ReceiverCuptiBadConnections         metric.Int64Counter
-	ReceiverCuptiBadTraceFiles          metric.Int64Counter
-	ReceiverCuptiConnections            metric.Int64Counter
-	ReceiverCuptiConnectionsRejected    metric.Int64Counter
-	ReceiverCuptiCorrelationDropped     metric.Int64Counter
-	ReceiverCuptiCuptiDroppedRecords    metric.Int64Counter
-	ReceiverCuptiDroppedRecords         metric.Int64Counter
-	ReceiverCuptiEngineDroppedRecords   metric.Int64Counter
-	ReceiverCuptiKernelsUnattributed    metric.Int64Counter
-	ReceiverCuptiOverflowDroppedRecords metric.Int64Counter
-	ReceiverCuptiPoolExhausted          metric.Int64Counter
-	ReceiverCuptiQuietStreams           metric.Int64Counter
-	ReceiverCuptiRateLimitedRecords     metric.Int64Counter
-	ReceiverCuptiRecords                metric.Int64Counter
-	ReceiverCuptiRefusedDroppedRecords  metric.Int64Counter
-	ReceiverCuptiRefusedFlushes         metric.Int64Counter
-	ReceiverCuptiStepSpans              metric.Int64Counter
-	ReceiverCuptiTraceFiles             metric.Int64Counter
-	ReceiverCuptiUntrackedTraceFiles    metric.Int64Counter
+	meter                                      metric.Meter
+	mu                                         sync.Mutex
+	registrations                              []metric.Registration
+	ReceiverCuptiBadConnections                metric.Int64Counter
+	ReceiverCuptiBadTraceFiles                 metric.Int64Counter
+	ReceiverCuptiConnections                   metric.Int64Counter
+	ReceiverCuptiConnectionsRejected           metric.Int64Counter
+	ReceiverCuptiCorrelationDropped            metric.Int64Counter
+	ReceiverCuptiCuptiDroppedRecords           metric.Int64Counter
+	ReceiverCuptiDroppedRecords                metric.Int64Counter
+	ReceiverCuptiEngineDroppedRecords          metric.Int64Counter
+	ReceiverCuptiEngineGraphTableResets        metric.Int64Counter
+	ReceiverCuptiGraphSignatureOverflowRecords metric.Int64Counter
+	ReceiverCuptiGraphTableResets              metric.Int64Counter
+	ReceiverCuptiKernelsUnattributed           metric.Int64Counter
+	ReceiverCuptiOverflowDroppedRecords        metric.Int64Counter
+	ReceiverCuptiPoolExhausted                 metric.Int64Counter
+	ReceiverCuptiQuietStreams                  metric.Int64Counter
+	ReceiverCuptiRateLimitedRecords            metric.Int64Counter
+	ReceiverCuptiRecords                       metric.Int64Counter
+	ReceiverCuptiRefusedDroppedRecords         metric.Int64Counter
+	ReceiverCuptiRefusedFlushes                metric.Int64Counter
+	ReceiverCuptiStepSpans                     metric.Int64Counter
+	ReceiverCuptiTraceFiles                    metric.Int64Counter
+	ReceiverCuptiUntrackedTraceFiles           metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -122,6 +125,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_cupti_engine_dropped_records",
 		metric.WithDescription("Records the injection library dropped in the engine process because the collector was absent or slow, as it reported them. [Development]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiEngineGraphTableResets, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_engine_graph_table_resets",
+		metric.WithDescription("Times the injection library's table of graph signatures (8192 graphs) filled and was cleared, as Graphsignal's is, as the library reported them; graphs instantiated before a reset go up under the signature `unknown`. [Development]"),
+		metric.WithUnit("{reset}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiGraphSignatureOverflowRecords, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_graph_signature_overflow_records",
+		metric.WithDescription("Graph launch records reported under the signature `unknown` because the receiver's table of distinct graph signatures was full. [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiGraphTableResets, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_graph_table_resets",
+		metric.WithDescription("Times a connection's table of graph ids (8192) filled and was cleared; graph records of ids registered before the reset go up under the signature `unknown`. [Development]"),
+		metric.WithUnit("{reset}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverCuptiKernelsUnattributed, err = builder.meter.Int64Counter(

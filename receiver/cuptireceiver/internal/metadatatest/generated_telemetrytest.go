@@ -149,6 +149,54 @@ func AssertEqualReceiverCuptiEngineDroppedRecords(t *testing.T, tt *componenttes
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverCuptiEngineGraphTableResets(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_cupti_engine_graph_table_resets",
+		Description: "Times the injection library's table of graph signatures (8192 graphs) filled and was cleared, as Graphsignal's is, as the library reported them; graphs instantiated before a reset go up under the signature `unknown`. [Development]",
+		Unit:        "{reset}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_cupti_engine_graph_table_resets")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverCuptiGraphSignatureOverflowRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_cupti_graph_signature_overflow_records",
+		Description: "Graph launch records reported under the signature `unknown` because the receiver's table of distinct graph signatures was full. [Development]",
+		Unit:        "{record}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_cupti_graph_signature_overflow_records")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverCuptiGraphTableResets(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_cupti_graph_table_resets",
+		Description: "Times a connection's table of graph ids (8192) filled and was cleared; graph records of ids registered before the reset go up under the signature `unknown`. [Development]",
+		Unit:        "{reset}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_cupti_graph_table_resets")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverCuptiKernelsUnattributed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_cupti_kernels_unattributed",

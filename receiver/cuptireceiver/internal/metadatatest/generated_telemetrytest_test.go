@@ -27,6 +27,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverCuptiCuptiDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiEngineDroppedRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiEngineGraphTableResets.Add(context.Background(), 1)
+	tb.ReceiverCuptiGraphSignatureOverflowRecords.Add(context.Background(), 1)
+	tb.ReceiverCuptiGraphTableResets.Add(context.Background(), 1)
 	tb.ReceiverCuptiKernelsUnattributed.Add(context.Background(), 1)
 	tb.ReceiverCuptiOverflowDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiPoolExhausted.Add(context.Background(), 1)
@@ -60,6 +63,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiEngineDroppedRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiEngineGraphTableResets(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiGraphSignatureOverflowRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiGraphTableResets(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiKernelsUnattributed(t, testTel,
