@@ -4,14 +4,9 @@
 package e2e
 
 import (
-	"fmt"
-	"hash/fnv"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +15,7 @@ import (
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"
 	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/cuptiwire/cuptiwiretest"
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
 
@@ -44,36 +40,6 @@ service:
       exporters: [graphsignal]
 `
 
-// graphsignalSignature is a CUDA graph's signature as Graphsignal's library
-// computes it (src/cupti/cupti_activity.cpp @ 40f84e6,
-// compute_graph_signature and fnv1a64_hex): per node a key,
-// "kernel[name=<symbol>,calls=" for kernel nodes and "<type>[calls=" for
-// the others, counted in a std::map (so sorted by key), each emitted as
-// key + count + "];", then FNV-1a 64 printed with %016llx.
-func graphsignalSignature(nodes []string) (sig uint64, hex string) {
-	counts := map[string]int{}
-	for _, n := range nodes {
-		if sym, ok := strings.CutPrefix(n, "kernel:"); ok {
-			counts["kernel[name="+sym+",calls="]++
-		} else {
-			counts[n+"[calls="]++
-		}
-	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var s strings.Builder
-	for _, k := range keys {
-		s.WriteString(k + strconv.Itoa(counts[k]) + "];")
-	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(s.String()))
-	sig = h.Sum64()
-	return sig, fmt.Sprintf("%016x", sig)
-}
-
 // TestGraphsignalGraphSignaturesEndToEnd: a CUPTI connection in graph mode
 // sends graph frames and graph launch records, as the injection library
 // does, into the built collector; the fake Graphsignal decodes
@@ -85,14 +51,14 @@ func TestGraphsignalGraphSignaturesEndToEnd(t *testing.T) {
 	// native/cupti/tests/emit_frames.c): one registered under its graph id
 	// and its executable graph id, one under its graph id only (a CUPTI
 	// without cuptiGetGraphExecId).
-	sigA, hexA := graphsignalSignature([]string{
-		"kernel:_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE",
-		"kernel:_ZN4vllm15rms_norm_kernelIN3c108BFloat16ELi8EEEvPT_PKS3_S6_fii",
-		"kernel:_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE",
-		"memset",
+	sigA, hexA := cuptiwiretest.GraphsignalSignature([]cuptiwiretest.Node{
+		cuptiwiretest.Kernel("_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE"),
+		cuptiwiretest.Kernel("_ZN4vllm15rms_norm_kernelIN3c108BFloat16ELi8EEEvPT_PKS3_S6_fii"),
+		cuptiwiretest.Kernel("_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE"),
+		cuptiwiretest.Typed("memset"),
 	})
-	sigB, hexB := graphsignalSignature([]string{
-		"kernel:ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "empty", "memcpy",
+	sigB, hexB := cuptiwiretest.GraphsignalSignature([]cuptiwiretest.Node{
+		cuptiwiretest.Kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"), cuptiwiretest.Typed("empty"), cuptiwiretest.Typed("memcpy"),
 	})
 	require.NotEqual(t, hexA, hexB)
 	graphA := cuptiwire.Graph{GraphID: 3, ExecID: 17, Signature: sigA, Nodes: 4}

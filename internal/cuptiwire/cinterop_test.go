@@ -5,19 +5,17 @@ package cuptiwire
 
 import (
 	"bufio"
-	"fmt"
-	"hash/fnv"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/inferprof/inferprof/internal/cuptiwire/cuptiwiretest"
 )
 
 func nativeDir(t *testing.T) string {
@@ -63,7 +61,7 @@ func TestCEncodedFramesDecode(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 
-	var c collectGraphs
+	var c graphing
 	require.NoError(t, NewDecoder(bufio.NewReader(conn), &c).Run())
 	require.NoError(t, <-runErr, "%s", <-runOut)
 
@@ -92,18 +90,12 @@ func TestCEncodedFramesDecode(t *testing.T) {
 	assert.Equal(t, Record{Kind: RecordKindGraph, Device: 1, Stream: 9, Start: 90, End: 190, Correlation: 12, GraphID: 4}, c.recs[n+3])
 	// The nodes emit_frames.c gives its graph, and the signature
 	// Graphsignal's profiler computes from them.
-	nodes := []struct {
-		typ  int
-		name string
-	}{{0, "triton_poi_fused_add_cos_sin_0"}, {2, ""}, {0, "k_b"}, {0, "k"}, {0, "triton_poi_fused_add_cos_sin_0"},
-		{5, ""}, {0, ""}, {13, ""}, {0, "_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE"}, {2, ""}}
-	want := Graph{GraphID: 3, ExecID: 4, Nodes: uint32(len(nodes)), Flags: GraphFlagNamesMissing}
-	tokens := make([]string, len(nodes))
-	for i, nd := range nodes {
-		tokens[i] = graphsignalToken(nd.typ, nd.name)
-	}
-	want.Signature = graphsignalSignature(tokens)
-	require.Equal(t, []Graph{want}, c.graphs, "the graph frame precedes its record, with Graphsignal's signature")
+	nodes := []cuptiwiretest.Node{{Type: 0, Symbol: "triton_poi_fused_add_cos_sin_0"}, {Type: 2}, {Type: 0, Symbol: "k_b"},
+		{Type: 0, Symbol: "k"}, {Type: 0, Symbol: "triton_poi_fused_add_cos_sin_0"}, {Type: 5}, {Type: 0}, {Type: 13},
+		{Type: 0, Symbol: "_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsEEvNS_16Flash_fwd_paramsE"}, {Type: 2}}
+	graph := Graph{GraphID: 3, ExecID: 4, Nodes: uint32(len(nodes)), Flags: GraphFlagNamesMissing}
+	graph.Signature, _ = cuptiwiretest.GraphsignalSignature(nodes)
+	require.Equal(t, []Graph{graph}, c.graphs, "the graph frame precedes its record, with Graphsignal's signature")
 	require.NotEmpty(t, c.stats)
 	last := c.stats[len(c.stats)-1]
 	assert.Zero(t, last.DroppedRecords)
@@ -115,53 +107,4 @@ func TestCEncodedFramesDecode(t *testing.T) {
 		TotalBuffers: 8, State: LiveEnabled, Resumes: 1, CUPTIVersion: 24}, c.live[len(c.live)-1])
 	require.NotEmpty(t, c.clocks)
 	assert.Equal(t, Clock{OffsetNS: -42, ErrorNS: 300, SampledUnixNS: 1700000000000000002}, c.clocks[len(c.clocks)-1])
-}
-
-// collectGraphs is collect that also takes graph frames.
-type collectGraphs struct {
-	collect
-	graphs []Graph
-}
-
-func (c *collectGraphs) Graph(g Graph) error {
-	c.graphs = append(c.graphs, g)
-	return nil
-}
-
-// graphsignalToken is a graph node's token as Graphsignal's profiler writes
-// it (giveen/graphsignal src/cupti/cupti_activity.cpp @ 40f84e6,
-// graphNodeTypeToStr and compute_graph_signature): typ is the node's
-// CUgraphNodeType, name a kernel node's symbol.
-func graphsignalToken(typ int, name string) string {
-	types := []string{"kernel", "memcpy", "memset", "host", "child", "empty", "wait", "event", "semsignal", "semwait", "memalloc", "memfree"}
-	t := "other"
-	if typ >= 0 && typ < len(types) {
-		t = types[typ]
-	}
-	if typ == 0 {
-		return t + "[name=" + name + ",calls="
-	}
-	return t + "[calls="
-}
-
-// graphsignalSignature is the same file's signature: distinct tokens in
-// std::map order (bytes), each with its count and "];", hashed with
-// FNV-1a 64 (fnv1a64_hex).
-func graphsignalSignature(tokens []string) uint64 {
-	counts := map[string]int{}
-	for _, tok := range tokens {
-		counts[tok]++
-	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s%d];", k, counts[k])
-	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(b.String()))
-	return h.Sum64()
 }

@@ -11,7 +11,9 @@
  *    spells it;
  *  - distinct tokens in byte order (std::map<std::string> there), each
  *    followed by its count in decimal and `];`, all joined;
- *  - FNV-1a 64 of that string.
+ *  - FNV-1a 64 of that string, from Graphsignal's start value
+ *    1469598103934665603: a digit short of FNV's offset basis
+ *    (14695981039346656037), but what its frame names are hashed from.
  * Pure C, no CUDA: the CUPTI layer enumerates the nodes, this hashes them. */
 #ifndef INFERPROF_GRAPH_SIG_H
 #define INFERPROF_GRAPH_SIG_H
@@ -21,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Graphsignal's FNV-1a start value (fnv1a64_hex), kept as it is. */
+#define GRAPH_SIG_BASIS 1469598103934665603ull
 
 /* Graphsignal enumerates at most this many nodes of a graph (kMaxNodes). */
 #define GRAPH_SIG_MAX_NODES 8192
@@ -90,7 +95,7 @@ static inline uint64_t graph_fnv(uint64_t h, const char *s, size_t n) {
 static inline uint64_t graph_sig_hash(graph_tok *toks, size_t n) {
   if (n == 0) return 0;
   qsort(toks, n, sizeof(*toks), graph_tok_cmp);
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = GRAPH_SIG_BASIS;
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
     while (j < n && graph_tok_cmp(&toks[i], &toks[j]) == 0) j++;
