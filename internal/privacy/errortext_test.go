@@ -89,6 +89,9 @@ func TestSpanErrorTextLeavesOthersAlone(t *testing.T) {
 
 	assert.Equal(t, privacy.Removed{}, privacy.DefaultScrubber().Traces(td))
 	assert.Equal(t, before, dump(t, td))
+
+	// The check is a few lookups, with no allocation, on every span.
+	assert.Zero(t, testing.AllocsPerRun(100, func() { privacy.SpanErrorText(typed) }))
 }
 
 // TestErrorTextAnyType: tracing-opentelemetry records the stacktrace as an
