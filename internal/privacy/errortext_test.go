@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package privacy_test
+package privacy
 
 import (
 	"testing"
@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/inferprof/inferprof/internal/privacy"
 	"github.com/inferprof/inferprof/internal/privacy/privacytest"
 )
 
@@ -30,7 +29,7 @@ var traceID = pcommon.TraceID{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}
 func TestSpanErrorText(t *testing.T) {
 	td := ptrace.NewTraces()
 	spans := privacytest.AppendErrorSpans(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), traceID, time.Unix(1700000000, 0), modelOutput)
-	require.Contains(t, dump(t, td), "SECRET-OUTPUT", "the fixture carries the text")
+	require.Contains(t, dumpTraces(t, td), "SECRET-OUTPUT", "the fixture carries the text")
 	var types []any
 	for _, s := range spans {
 		for _, e := range s.Events().All() {
@@ -38,20 +37,20 @@ func TestSpanErrorText(t *testing.T) {
 		}
 	}
 
-	r := privacy.DefaultScrubber().Traces(td)
+	r := DefaultScrubber().Traces(td)
 
 	// Four status messages, and message and stacktrace of three exception
 	// events.
-	assert.Equal(t, privacy.Removed{ErrorTexts: 4 + 3*2}, r)
-	assert.NotContains(t, dump(t, td), "SECRET-OUTPUT")
+	assert.Equal(t, Removed{ErrorTexts: 4 + 3*2}, r)
+	assert.NotContains(t, dumpTraces(t, td), "SECRET-OUTPUT")
 	var typesAfter []any
 	for _, s := range spans {
 		assert.Equal(t, ptrace.StatusCodeError, s.Status().Code(), s.Name())
-		assert.Equal(t, privacy.ErrorTextMarker, s.Status().Message(), s.Name())
+		assert.Equal(t, ErrorTextMarker, s.Status().Message(), s.Name())
 		for _, e := range s.Events().All() {
 			a := e.Attributes().AsRaw()
-			assert.Equal(t, privacy.ErrorTextMarker, a["exception.message"], s.Name())
-			assert.Equal(t, privacy.ErrorTextMarker, a["exception.stacktrace"], s.Name())
+			assert.Equal(t, ErrorTextMarker, a["exception.message"], s.Name())
+			assert.Equal(t, ErrorTextMarker, a["exception.stacktrace"], s.Name())
 			assert.Equal(t, "False", a["exception.escaped"])
 			typesAfter = append(typesAfter, a["exception.type"])
 		}
@@ -63,7 +62,7 @@ func TestSpanErrorText(t *testing.T) {
 
 	// Scrubbed once, nothing is left: a second privacy processor (agent,
 	// then gateway) counts nothing.
-	assert.Equal(t, privacy.Removed{}, privacy.DefaultScrubber().Traces(td))
+	assert.Equal(t, Removed{}, DefaultScrubber().Traces(td))
 }
 
 // TestSpanErrorTextLeavesOthersAlone: spans with no error text, an Error
@@ -85,13 +84,13 @@ func TestSpanErrorTextLeavesOthersAlone(t *testing.T) {
 	ev := typed.Events().AppendEmpty()
 	ev.SetName("exception")
 	ev.Attributes().PutStr("exception.type", "vllm.v1.engine.exceptions.EngineDeadError")
-	before := dump(t, td)
+	before := dumpTraces(t, td)
 
-	assert.Equal(t, privacy.Removed{}, privacy.DefaultScrubber().Traces(td))
-	assert.Equal(t, before, dump(t, td))
+	assert.Equal(t, Removed{}, DefaultScrubber().Traces(td))
+	assert.Equal(t, before, dumpTraces(t, td))
 
 	// The check is a few lookups, with no allocation, on every span.
-	assert.Zero(t, testing.AllocsPerRun(100, func() { privacy.SpanErrorText(typed) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { SpanErrorText(typed) }))
 }
 
 // TestErrorTextAnyType: tracing-opentelemetry records the stacktrace as an
@@ -101,8 +100,8 @@ func TestErrorTextAnyType(t *testing.T) {
 	s := ptrace.NewSpan()
 	s.Attributes().PutStr("exception.message", "invalid tool arguments: "+modelOutput)
 	require.NoError(t, s.Attributes().PutEmptySlice("exception.stacktrace").FromRaw([]any{"expected value: " + modelOutput}))
-	assert.Equal(t, 2, privacy.SpanErrorText(s))
-	assert.Equal(t, map[string]any{"exception.message": privacy.ErrorTextMarker, "exception.stacktrace": privacy.ErrorTextMarker}, s.Attributes().AsRaw())
+	assert.Equal(t, 2, SpanErrorText(s))
+	assert.Equal(t, map[string]any{"exception.message": ErrorTextMarker, "exception.stacktrace": ErrorTextMarker}, s.Attributes().AsRaw())
 }
 
 // TestLogErrorText: the Python logging handler's record of
@@ -110,21 +109,13 @@ func TestErrorTextAnyType(t *testing.T) {
 func TestLogErrorText(t *testing.T) {
 	ld := plog.NewLogs()
 	lr := privacytest.AppendErrorLog(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), time.Unix(1700000000, 0), modelOutput)
-	r := privacy.DefaultScrubber().Logs(ld)
-	assert.Equal(t, privacy.Removed{ErrorTexts: 2}, r)
+	r := DefaultScrubber().Logs(ld)
+	assert.Equal(t, Removed{ErrorTexts: 2}, r)
 	assert.Equal(t, "chat completion failed", lr.Body().Str())
 	assert.Equal(t, plog.SeverityNumberError, lr.SeverityNumber())
 	assert.Equal(t, map[string]any{
 		"exception.type":       "openai.UnprocessableEntityError",
-		"exception.message":    privacy.ErrorTextMarker,
-		"exception.stacktrace": privacy.ErrorTextMarker,
+		"exception.message":    ErrorTextMarker,
+		"exception.stacktrace": ErrorTextMarker,
 	}, lr.Attributes().AsRaw())
-}
-
-func dump(t *testing.T, td ptrace.Traces) string {
-	t.Helper()
-	var m ptrace.JSONMarshaler
-	b, err := m.MarshalTraces(td)
-	require.NoError(t, err)
-	return string(b)
 }
