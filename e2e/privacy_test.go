@@ -23,6 +23,8 @@ import (
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"
 	"github.com/inferprof/inferprof/internal/e2etest"
+	"github.com/inferprof/inferprof/internal/privacy"
+	"github.com/inferprof/inferprof/internal/privacy/privacytest"
 )
 
 // privacyPrompt is the user text the test plants in every signal.
@@ -38,7 +40,10 @@ func postTraces(t *testing.T, addr string, td ptrace.Traces) {
 // contentSpan is a vLLM request span that also carries content the way
 // GenAI instrumentations write it: an opt-in message attribute, the old
 // gen_ai.prompt attribute, a gen_ai.user.message event and an ordinary
-// event with a content attribute.
+// event with a content attribute. With it, from the application, come the
+// spans of a chat call that failed with the prompt quoted in the error: in
+// status messages and exception events (privacytest.AppendErrorSpans cites
+// the instrumentations whose shapes they follow).
 func contentSpan(start time.Time) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -67,6 +72,11 @@ func contentSpan(start time.Time) ptrace.Traces {
 	ex.SetName("exception")
 	ex.Attributes().PutStr("exception.type", "ValueError")
 	ex.Attributes().PutStr("gen_ai.completion", privacyPrompt)
+
+	app := td.ResourceSpans().AppendEmpty()
+	app.Resource().Attributes().PutStr("service.name", "chat-app")
+	privacytest.AppendErrorSpans(app.ScopeSpans().AppendEmpty().Spans(),
+		pcommon.TraceID{2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, start, privacyPrompt)
 	return td
 }
 
@@ -76,8 +86,10 @@ func contentSpan(start time.Time) ptrace.Traces {
 // body, a gen_ai.choice whose tool call carries arguments, a
 // gen_ai.system.message named by the older event.name attribute with a JSON
 // string body, and gen_ai.client.inference.operation.details with structured
-// message attributes. The last record is an ordinary error log with a prompt
-// in an attribute: it must arrive, without the attribute.
+// message attributes. Then an ordinary error log with a prompt in an
+// attribute: it must arrive, without the attribute; and the record Python's
+// logging handler makes of logger.exception() after a chat call whose error
+// quotes the prompt (privacytest.AppendErrorLog).
 func contentLogs() plog.Logs {
 	ld := plog.NewLogs()
 	rl := ld.ResourceLogs().AppendEmpty()
@@ -123,6 +135,7 @@ func contentLogs() plog.Logs {
 	marker.Body().SetStr("PRIVACY-E2E-MARKER request failed")
 	marker.Attributes().PutStr("gen_ai.prompt", privacyPrompt)
 	marker.Attributes().PutStr("llm.input_messages.0.message.content", privacyPrompt)
+	privacytest.AppendErrorLog(lrs, now.AsTime(), privacyPrompt)
 	return ld
 }
 
@@ -151,8 +164,9 @@ func httpText(addr, path string) (string, bool) {
 	return string(b), err == nil && resp.StatusCode == http.StatusOK
 }
 
-// TestPromptsReachNoExporter sends prompt text through OTLP logs (bodies
-// and attributes), span attributes and events, and metric attributes into
+// TestPromptsReachNoExporter sends prompt text through OTLP logs (bodies,
+// attributes and exception text), span attributes, events, status messages
+// and exception events, and metric attributes into
 // each shipped config, waits until the data carrying it has reached every
 // place data leaves (the traces file, the Prometheus scrape, /signals, the
 // Graphsignal upload and the collector's own output), and checks the prompt
@@ -179,11 +193,13 @@ func TestPromptsReachNoExporter(t *testing.T) {
 			tracesPath := filepath.Join(dataDir, "inferprof-traces.jsonl")
 			var scrape, signals string
 			require.Eventually(t, func() bool {
-				_, _, spanOut := findSpan(readTraces(t, tracesPath), "llm_request")
+				batches := readTraces(t, tracesPath)
+				_, _, spanOut := findSpan(batches, "llm_request")
+				_, _, errOut := findSpan(batches, "openai.chat")
 				var ok1, ok2 bool
 				scrape, ok1 = httpText(ports.Addr("prometheus"), "/metrics")
 				signals, ok2 = httpText(ports.Addr("graphsignal_local"), "/signals")
-				done := spanOut && ok1 && ok2 &&
+				done := spanOut && errOut && ok1 && ok2 &&
 					strings.Contains(scrape, "privacy_e2e_marker") &&
 					strings.Contains(scrape, "gen_ai_server_time_to_first_token") &&
 					strings.Contains(signals, "PRIVACY-E2E-MARKER") &&
@@ -198,6 +214,11 @@ func TestPromptsReachNoExporter(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, string(file), "cmpl-privacy-0", "the span itself is exported")
 			assert.Contains(t, string(file), "exception", "the ordinary span event stays")
+			errSpan, _, _ := findSpan(readTraces(t, tracesPath), "openai.chat")
+			assert.Equal(t, ptrace.StatusCodeError, errSpan.Status().Code(), "the error status stays")
+			assert.Equal(t, privacy.ErrorTextMarker, errSpan.Status().Message())
+			assert.Contains(t, string(file), "openai.UnprocessableEntityError", "exception.type stays")
+			assert.Contains(t, signals, "chat completion failed", "the error log record arrives")
 			assert.Equal(t, upload, len(srv.Uploads()) > 0)
 			for where, text := range map[string]string{
 				"traces file": string(file), "Prometheus scrape": scrape, "/signals": signals,
@@ -210,7 +231,7 @@ func TestPromptsReachNoExporter(t *testing.T) {
 			// The privacy processor says what it removed.
 			tel, ok := httpText(ports.Addr("telemetry"), "/metrics")
 			require.True(t, ok)
-			for _, m := range []string{"otelcol_processor_privacy_removed_attributes", "otelcol_processor_privacy_removed_events", "otelcol_processor_privacy_removed_bodies"} {
+			for _, m := range []string{"otelcol_processor_privacy_removed_attributes", "otelcol_processor_privacy_removed_events", "otelcol_processor_privacy_removed_bodies", "otelcol_processor_privacy_removed_error_texts"} {
 				assert.Truef(t, strings.Contains(tel, m), "%s missing from the collector's telemetry", m)
 			}
 			c.Stop()

@@ -39,6 +39,7 @@ import (
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadatatest"
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/privacy"
 )
 
 const prompt = "SECRET PROMPT: tell me about the moon"
@@ -394,7 +395,8 @@ func TestUploadLogs(t *testing.T) {
 			signalsv1.LogEntry_ERROR_LEVEL, signalsv1.LogEntry_WARNING_LEVEL,
 			signalsv1.LogEntry_INFO_LEVEL, signalsv1.LogEntry_CRITICAL_LEVEL,
 		}, levels)
-		assert.Equal(t, "EngineDeadError: engine core died", lb.LogEntries[3].Exception)
+		// The type stays; the message is error text, which can quote prompts.
+		assert.Equal(t, "EngineDeadError: "+privacy.ErrorTextMarker, lb.LogEntries[3].Exception)
 	}
 }
 

@@ -213,7 +213,7 @@ func dumpLogs(t *testing.T, ld plog.Logs) string {
 func TestDocsListEveryName(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "privacy.md"))
 	require.NoError(t, err)
-	for _, p := range slices.Concat(Attributes, Events) {
+	for _, p := range slices.Concat(Attributes, Events, ErrorTextAttributes, []string{ErrorTextMarker}) {
 		assert.Containsf(t, string(b), "`"+p+"`", "docs/privacy.md does not list %s", p)
 	}
 }

@@ -15,6 +15,7 @@ type Removed struct {
 	Attributes int // attributes, and body map keys, removed
 	Events     int // span events removed
 	Bodies     int // log bodies of content events cleared
+	ErrorTexts int // status messages and exception texts replaced by ErrorTextMarker
 }
 
 // Add accumulates o into r.
@@ -22,6 +23,7 @@ func (r *Removed) Add(o Removed) {
 	r.Attributes += o.Attributes
 	r.Events += o.Events
 	r.Bodies += o.Bodies
+	r.ErrorTexts += o.ErrorTexts
 }
 
 // Scrubber removes content from pdata in place.
@@ -84,10 +86,12 @@ func (s *Scrubber) SpanEvents(span ptrace.Span) Removed {
 	return r
 }
 
-// Span removes content from a span: its attributes, events and links.
+// Span removes content from a span: its attributes, events and links, and
+// its error text (SpanErrorText).
 func (s *Scrubber) Span(span ptrace.Span) Removed {
 	r := s.SpanEvents(span)
 	r.Attributes += s.Map(span.Attributes())
+	r.ErrorTexts += SpanErrorText(span)
 	for i := 0; i < span.Links().Len(); i++ {
 		r.Attributes += s.Map(span.Links().At(i).Attributes())
 	}
@@ -110,8 +114,9 @@ func (s *Scrubber) Traces(td ptrace.Traces) Removed {
 }
 
 // LogRecord removes content from a log record: content attributes, content
-// keys of a map body, and the whole body of a content event, whatever its
-// type (the OpenAI instrumentation sends maps; others send JSON strings).
+// keys of a map body, the whole body of a content event, whatever its type
+// (the OpenAI instrumentation sends maps; others send JSON strings), and the
+// error text the Python logging handler copies from exc_info.
 func (s *Scrubber) LogRecord(lr plog.LogRecord) Removed {
 	var r Removed
 	if s.isContentEvent(lr) {
@@ -123,6 +128,7 @@ func (s *Scrubber) LogRecord(lr plog.LogRecord) Removed {
 		r.Attributes += s.Map(lr.Body().Map())
 	}
 	r.Attributes += s.Map(lr.Attributes())
+	r.ErrorTexts += errorText(lr.Attributes())
 	return r
 }
 

@@ -53,6 +53,9 @@ func (p *scrubber) count(ctx context.Context, r privacy.Removed) {
 	if r.Bodies > 0 {
 		p.telemetry.ProcessorPrivacyRemovedBodies.Add(ctx, int64(r.Bodies))
 	}
+	if r.ErrorTexts > 0 {
+		p.telemetry.ProcessorPrivacyRemovedErrorTexts.Add(ctx, int64(r.ErrorTexts))
+	}
 }
 
 func (p *scrubber) shutdown(context.Context) error {

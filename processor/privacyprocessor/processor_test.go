@@ -7,6 +7,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -22,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/privacy"
+	"github.com/inferprof/inferprof/internal/privacy/privacytest"
 	"github.com/inferprof/inferprof/processor/privacyprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/privacyprocessor/internal/metadatatest"
 )
@@ -121,6 +124,60 @@ func TestEverySignal(t *testing.T) {
 	metadatatest.AssertEqualProcessorPrivacyRemovedEvents(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, opts...)
 	metadatatest.AssertEqualProcessorPrivacyRemovedBodies(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, opts...)
 	for _, c := range []component.Component{tp, lp, mp} {
+		require.NoError(t, c.Shutdown(t.Context()))
+	}
+}
+
+// TestErrorText: the spans and log record a failed chat call leaves, with the
+// model's output quoted in the error (privacytest, which cites the
+// instrumentations), leave the processor with their status codes and
+// exception types, without the text, and the processor counts each text.
+func TestErrorText(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	f := NewFactory()
+	set := metadatatest.NewSettings(tel)
+	traces := new(consumertest.TracesSink)
+	tp, err := f.CreateTraces(t.Context(), set, f.CreateDefaultConfig(), traces)
+	require.NoError(t, err)
+	logs := new(consumertest.LogsSink)
+	lp, err := f.CreateLogs(t.Context(), set, f.CreateDefaultConfig(), logs)
+	require.NoError(t, err)
+	for _, c := range []component.Component{tp, lp} {
+		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
+	}
+
+	now := time.Now()
+	td := ptrace.NewTraces()
+	spans := privacytest.AppendErrorSpans(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), pcommon.TraceID{7}, now, secret)
+	require.NoError(t, tp.ConsumeTraces(t.Context(), td))
+	ld := plog.NewLogs()
+	privacytest.AppendErrorLog(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), now, secret)
+	require.NoError(t, lp.ConsumeLogs(t.Context(), ld))
+
+	require.Len(t, traces.AllTraces(), 1)
+	var tm ptrace.JSONMarshaler
+	b, err := tm.MarshalTraces(traces.AllTraces()[0])
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "SECRET")
+	got := traces.AllTraces()[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	require.Equal(t, len(spans), got.Len())
+	for _, s := range got.All() {
+		assert.Equal(t, ptrace.StatusCodeError, s.Status().Code())
+		assert.Equal(t, privacy.ErrorTextMarker, s.Status().Message())
+	}
+	require.Len(t, logs.AllLogs(), 1)
+	var lm plog.JSONMarshaler
+	b, err = lm.MarshalLogs(logs.AllLogs()[0])
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "SECRET")
+	assert.Contains(t, string(b), "openai.UnprocessableEntityError")
+
+	// 4 status messages, 3 exception events and the log record, each with a
+	// message and a stacktrace.
+	opts := []metricdatatest.Option{metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars()}
+	metadatatest.AssertEqualProcessorPrivacyRemovedErrorTexts(t, tel, []metricdata.DataPoint[int64]{{Value: 4 + 3*2 + 2}}, opts...)
+	for _, c := range []component.Component{tp, lp} {
 		require.NoError(t, c.Shutdown(t.Context()))
 	}
 }

@@ -105,15 +105,19 @@ func logEntry(lr plog.LogRecord) *signalsv1.LogEntry {
 	}
 }
 
+// exception is what a log entry says of its exception: the type, and for
+// the message and stacktrace the privacy marker, since error text can quote
+// prompts (internal/privacy, errortext.go); this holds in a config without
+// the privacy processor too.
 func exception(attrs pcommon.Map) string {
-	if st, ok := attrs.Get("exception.stacktrace"); ok && st.Str() != "" {
-		s, _ := cut(clean(st.Str()), maxExcept)
-		return s
-	}
 	var parts []string
-	for _, k := range []string{"exception.type", "exception.message"} {
+	if v, ok := attrs.Get("exception.type"); ok && v.AsString() != "" {
+		parts = append(parts, v.AsString())
+	}
+	for _, k := range privacy.ErrorTextAttributes {
 		if v, ok := attrs.Get(k); ok && v.AsString() != "" {
-			parts = append(parts, v.AsString())
+			parts = append(parts, privacy.ErrorTextMarker)
+			break
 		}
 	}
 	s, _ := cut(clean(strings.Join(parts, ": ")), maxExcept)

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/inferprof/inferprof/internal/privacy"
 )
 
 func TestEnvTags(t *testing.T) {
@@ -91,18 +93,28 @@ func TestLogContentNeverEncoded(t *testing.T) {
 	structured.Body().Map().PutStr("status", "ok")
 	plain := lrs.AppendEmpty()
 	plain.Body().SetStr("engine started")
+	// The Python logging handler's record of a failed call: str(e) of the
+	// openai client's error, which quotes the server's body (the shapes in
+	// internal/privacy/privacytest cite their sources).
+	failed := lrs.AppendEmpty()
+	failed.Body().SetStr("chat call failed")
+	failed.Attributes().PutStr("exception.type", "openai.BadRequestError")
+	failed.Attributes().PutStr("exception.message", "Error code: 400 - {'message': '"+prompt+"'}")
+	failed.Attributes().PutStr("exception.stacktrace", "Traceback (most recent call last):\nopenai.BadRequestError: "+prompt)
 
 	req, _ := New(nil, nil, "0123456789ab", time.Now).Logs(ld)
 	body, err := proto.Marshal(req)
 	require.NoError(t, err)
 	assert.NotContains(t, string(body), prompt)
-	var msgs []string
+	var msgs, excs []string
 	for _, lb := range req.LogBatches {
 		for _, le := range lb.LogEntries {
 			msgs = append(msgs, le.Message)
+			excs = append(excs, le.Exception)
 		}
 	}
-	assert.Len(t, msgs, 2, "the two content events are not sent")
+	assert.Len(t, msgs, 3, "the two content events are not sent")
+	assert.Contains(t, excs, "openai.BadRequestError: "+privacy.ErrorTextMarker, "the type stays, the error text does not")
 	assert.Contains(t, msgs, "engine started")
 	assert.Contains(t, strings.Join(msgs, " "), "status")
 }

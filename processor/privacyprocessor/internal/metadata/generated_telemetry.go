@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	registrations                     []metric.Registration
 	ProcessorPrivacyRemovedAttributes metric.Int64Counter
 	ProcessorPrivacyRemovedBodies     metric.Int64Counter
+	ProcessorPrivacyRemovedErrorTexts metric.Int64Counter
 	ProcessorPrivacyRemovedEvents     metric.Int64Counter
 }
 
@@ -70,6 +71,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_privacy_removed_bodies",
 		metric.WithDescription("Log bodies cleared because the record is a content event. [Alpha]"),
 		metric.WithUnit("{log}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorPrivacyRemovedErrorTexts, err = builder.meter.Int64Counter(
+		"otelcol_processor_privacy_removed_error_texts",
+		metric.WithDescription("Span status messages and exception.message / exception.stacktrace values (on spans, span events and log records) replaced by a marker, because error text can quote prompts and outputs. [Alpha]"),
+		metric.WithUnit("{text}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorPrivacyRemovedEvents, err = builder.meter.Int64Counter(

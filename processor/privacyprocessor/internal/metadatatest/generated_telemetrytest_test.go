@@ -21,11 +21,15 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ProcessorPrivacyRemovedAttributes.Add(context.Background(), 1)
 	tb.ProcessorPrivacyRemovedBodies.Add(context.Background(), 1)
+	tb.ProcessorPrivacyRemovedErrorTexts.Add(context.Background(), 1)
 	tb.ProcessorPrivacyRemovedEvents.Add(context.Background(), 1)
 	AssertEqualProcessorPrivacyRemovedAttributes(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorPrivacyRemovedBodies(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorPrivacyRemovedErrorTexts(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorPrivacyRemovedEvents(t, testTel,
