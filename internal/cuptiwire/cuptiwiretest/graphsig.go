@@ -77,4 +77,5 @@ func GraphsignalSignature(nodes []Node) (sig uint64, hex string) {
 // (14695981039346656037, which hash/fnv uses). Graphsignal's frame names
 // are hashed from it, so ours must be too.
 const graphsignalOffsetBasis uint64 = 1469598103934665603
+
 var Debug string
