@@ -63,7 +63,6 @@ func GraphsignalSignature(nodes []Node) (sig uint64, hex string) {
 	for _, k := range keys {
 		s.WriteString(k + strconv.Itoa(counts[k]) + "];")
 	}
-	Debug = s.String()
 	sig = graphsignalOffsetBasis
 	for _, c := range []byte(s.String()) {
 		sig ^= uint64(c)
@@ -77,5 +76,3 @@ func GraphsignalSignature(nodes []Node) (sig uint64, hex string) {
 // (14695981039346656037, which hash/fnv uses). Graphsignal's frame names
 // are hashed from it, so ours must be too.
 const graphsignalOffsetBasis uint64 = 1469598103934665603
-
-var Debug string
