@@ -68,6 +68,7 @@ type cuptiReceiver struct {
 	lastRec     uint64               // aggregator record count at the last flush
 	lastDrop    uint64
 	lastGraphOv uint64 // aggregator graph signature overflow at the last flush
+	libs        libraryStats
 	shutOnce    sync.Once
 }
 
@@ -197,7 +198,7 @@ func (r *cuptiReceiver) accept(ctx context.Context) {
 
 func (r *cuptiReceiver) serve(ctx context.Context, conn net.Conn) {
 	h := &connHandler{agg: r.agg, tb: r.tb, ctx: ctx, log: r.badLog, now: r.now, quietAfter: r.cfg.QuietAfter,
-		corr: connCorrelation{c: r.corr}}
+		corr: connCorrelation{c: r.corr}, libs: &r.libs}
 	defer func() {
 		h.closeCorrelation()
 		r.mu.Lock()
@@ -244,7 +245,9 @@ type connHandler struct {
 	held    bool             // srcIdx is held and must be released
 	kernels []uint32         // string id → series index
 	cache   *aggregate.Cache // also holds the connection's graph id → signature table
-	stats   cuptiwire.Stats
+	stats   cuptiwire.Stats  // the library's counters as last reported, on any connection
+	libs    *libraryStats
+	lib     libraryKey
 
 	graphResetWarned bool
 	graphNamesNoted  bool
@@ -266,6 +269,8 @@ func (h *connHandler) Hello(hl cuptiwire.Hello) error {
 		return fmt.Errorf("pid %d: %w", hl.PID, errSourcesFull)
 	}
 	h.srcIdx, h.held = idx, true
+	h.lib = libraryKey{host: h.src.Host, pid: hl.PID, start: hl.StartUnixNS}
+	h.stats = h.libs.last(h.lib)
 	return nil
 }
 
@@ -312,6 +317,7 @@ func (h *connHandler) Stats(s cuptiwire.Stats) error {
 	}
 	h.reportEngineLaunchDrops(h.stats.LaunchesDropped, s.LaunchesDropped)
 	h.stats = s
+	h.libs.store(h.lib, s)
 	return nil
 }
 

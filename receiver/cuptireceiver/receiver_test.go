@@ -196,6 +196,27 @@ func TestBadConnectionDoesNotDisturbOthers(t *testing.T) {
 	assert.Equal(t, int64(2), h.counter(t, "receiver_cupti_connections"))
 }
 
+// A library whose connection dropped reconnects and sends its totals again:
+// only what is new since its last stats frame is counted. A restarted
+// engine with the same pid is another load of the library and counts from 0.
+func TestLibraryStatsSurviveReconnect(t *testing.T) {
+	h := start(t, nil)
+	send := func(start uint64, st cuptiwire.Stats) {
+		c := dial(t, h.cfg.Endpoint)
+		_, err := c.Write(cuptiwire.AppendStats(cuptiwire.AppendHello(nil, 303, start, "node-a"), st))
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+	}
+	send(1000, cuptiwire.Stats{DroppedRecords: 5, CUPTIDropped: 1, LaunchesDropped: 2})
+	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_engine_dropped_records") == 5 }, 5*time.Second, 5*time.Millisecond)
+	send(1000, cuptiwire.Stats{DroppedRecords: 7, CUPTIDropped: 1, LaunchesDropped: 2})
+	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_engine_dropped_records") == 7 }, 5*time.Second, 5*time.Millisecond)
+	send(2000, cuptiwire.Stats{DroppedRecords: 3})
+	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_engine_dropped_records") == 10 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int64(1), h.counter(t, "receiver_cupti_cupti_dropped_records"), "sent twice, counted once")
+	assert.Equal(t, int64(3), h.counter(t, "receiver_cupti_connections"))
+}
+
 // Tensor-parallel workers connect at once; each keeps its own resource.
 func TestManyConcurrentConnections(t *testing.T) {
 	t.Parallel()
