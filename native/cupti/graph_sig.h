@@ -40,10 +40,11 @@ static inline const char *graph_node_type_name(int t) {
 }
 
 /* A node's token: type and, for a kernel node, its symbol ("" if unknown).
- * name NULL means not a kernel node. */
+ * name NULL means not a kernel node. The rest is graph_sig_hash's. */
 typedef struct graph_tok {
   const char *type;
   const char *name;
+  size_t type_len, name_len, count;
 } graph_tok;
 
 /* The token's bytes are up to four segments; the count follows them. */
@@ -55,22 +56,29 @@ typedef struct {
 
 static inline graph_key graph_key_of(const graph_tok *t) {
   graph_key k = {.n = 0};
-  k.seg[k.n++] = t->type;
+  k.seg[k.n] = t->type;
+  k.len[k.n++] = t->type_len;
   if (t->name) {
-    k.seg[k.n++] = "[name=";
-    k.seg[k.n++] = t->name;
-    k.seg[k.n++] = ",calls=";
+    k.seg[k.n] = "[name=";
+    k.len[k.n++] = 6;
+    k.seg[k.n] = t->name;
+    k.len[k.n++] = t->name_len;
+    k.seg[k.n] = ",calls=";
+    k.len[k.n++] = 7;
   } else {
-    k.seg[k.n++] = "[calls=";
+    k.seg[k.n] = "[calls=";
+    k.len[k.n++] = 7;
   }
-  for (int i = 0; i < k.n; i++) k.len[i] = strlen(k.seg[i]);
   return k;
 }
 
 /* graph_tok_cmp orders tokens by their bytes as unsigned chars, which is
  * std::string's order. */
 static inline int graph_tok_cmp(const void *a, const void *b) {
-  graph_key x = graph_key_of(a), y = graph_key_of(b);
+  const graph_tok *ta = a, *tb = b;
+  /* The same kernel's nodes share the driver's name pointer. */
+  if (ta->type == tb->type && ta->name == tb->name) return 0;
+  graph_key x = graph_key_of(ta), y = graph_key_of(tb);
   int i = 0, j = 0;
   size_t p = 0, q = 0;
   for (;;) {
@@ -90,19 +98,42 @@ static inline uint64_t graph_fnv(uint64_t h, const char *s, size_t n) {
   return h;
 }
 
-/* graph_sig_hash sorts toks in place and returns the FNV-1a 64 of the
- * signature string; 0 tokens give 0 (Graphsignal then has no signature). */
+/* graph_ptr_cmp groups tokens by their strings' addresses: the nodes of
+ * one kernel share the driver's name pointer, so most tokens collapse here
+ * for the cost of a pointer compare. */
+static inline int graph_ptr_cmp(const void *a, const void *b) {
+  const graph_tok *x = a, *y = b;
+  uintptr_t p = (uintptr_t)x->type, q = (uintptr_t)y->type;
+  if (p == q) p = (uintptr_t)x->name, q = (uintptr_t)y->name;
+  return (p > q) - (p < q);
+}
+
+/* graph_sig_hash reorders toks and returns the FNV-1a 64 of the signature
+ * string; 0 tokens give 0 (Graphsignal then has no signature). */
 static inline uint64_t graph_sig_hash(graph_tok *toks, size_t n) {
   if (n == 0) return 0;
-  qsort(toks, n, sizeof(*toks), graph_tok_cmp);
+  /* Same strings by address first, then the distinct ones by bytes. */
+  qsort(toks, n, sizeof(*toks), graph_ptr_cmp);
+  size_t d = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (d > 0 && graph_ptr_cmp(&toks[d - 1], &toks[i]) == 0) {
+      toks[d - 1].count++;
+      continue;
+    }
+    toks[d] = toks[i];
+    toks[d].type_len = strlen(toks[d].type);
+    toks[d].name_len = toks[d].name ? strlen(toks[d].name) : 0;
+    toks[d++].count = 1;
+  }
+  qsort(toks, d, sizeof(*toks), graph_tok_cmp);
   uint64_t h = GRAPH_SIG_BASIS;
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && graph_tok_cmp(&toks[i], &toks[j]) == 0) j++;
+  for (size_t i = 0; i < d;) {
+    size_t count = toks[i].count, j = i + 1;
+    for (; j < d && graph_tok_cmp(&toks[i], &toks[j]) == 0; j++) count += toks[j].count;
     graph_key k = graph_key_of(&toks[i]);
     for (int s = 0; s < k.n; s++) h = graph_fnv(h, k.seg[s], k.len[s]);
     char num[24];
-    int m = snprintf(num, sizeof(num), "%zu];", j - i);
+    int m = snprintf(num, sizeof(num), "%zu];", count);
     h = graph_fnv(h, num, (size_t)m);
     i = j;
   }

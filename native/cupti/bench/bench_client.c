@@ -18,7 +18,11 @@
  * launching thread, the callback's timestamp and queue push
  * (BenchmarkLaunchCallback); and in all, that plus draining the queue into
  * the stream, against the kernel record every launch costs anyway
- * (BenchmarkPerLaunch, impl=kernel_record versus impl=kernel_and_launch). */
+ * (BenchmarkPerLaunch, impl=kernel_record versus impl=kernel_and_launch).
+ *
+ * And what a CUDA graph's signature costs once per instantiation in graph
+ * mode, past the driver calls that list the nodes (BenchmarkGraphSignature:
+ * sort and hash graph_sig.h does, per graph of n nodes). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -31,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../graph_sig.h"
 #include "../ipc_client.h"
 #include "../launch_ring.h"
 
@@ -223,6 +228,29 @@ int main(int argc, char **argv) {
   printf("BenchmarkLaunchCallback/impl=push\t%ld\t%.2f ns/op\t%llu dropped-launches\n", m, dt * 1e9 / (double)m,
          (unsigned long long)atomic_load(&lr->dropped));
   free(lr);
+  /* Graphs shaped as vLLM captures them: a piecewise piece of about 16
+   * kernels of a dozen kinds, a full decode graph of an 80-layer model, and
+   * Graphsignal's node cap; kernel nodes with memset and empty ones. */
+  static const int sizes[] = {16, 1200, GRAPH_SIG_MAX_NODES};
+  graph_tok *toks = malloc(sizeof(graph_tok) * GRAPH_SIG_MAX_NODES);
+  for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]) && toks; si++) {
+    int nodes = sizes[si];
+    long reps = 20000000 / nodes;
+    uint64_t sink = 0;
+    t0 = now_s();
+    for (long r = 0; r < reps; r++) {
+      for (int i = 0; i < nodes; i++) {
+        int t = i % 16 == 15 ? 2 : i % 16 == 14 ? 5 : 0;
+        toks[i].type = graph_node_type_name(t);
+        toks[i].name = t == 0 ? kernel_name(i % 12) : NULL;
+      }
+      sink += graph_sig_hash(toks, (size_t)nodes);
+    }
+    dt = now_s() - t0;
+    printf("BenchmarkGraphSignature/nodes=%d\t%ld\t%.0f ns/op\t%.1f ns/node\t%llu sink\n", nodes, reps,
+           dt * 1e9 / (double)reps, dt * 1e9 / (double)reps / nodes, (unsigned long long)(sink & 1));
+  }
+  free(toks);
   stop = 1;
   ipc_client_close(&c);
   pthread_join(t, NULL);

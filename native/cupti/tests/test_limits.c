@@ -139,18 +139,22 @@ static void test_engine_host(void) {
  * exact value against an independent implementation is checked in Go
  * (internal/cuptiwire TestCEncodedFramesDecode). */
 static void test_graph_sig(void) {
-  graph_tok one[] = {{graph_node_type_name(2), NULL}};
+  graph_tok one[] = {{.type = graph_node_type_name(2)}};
   const char want1[] = "memset[calls=1];";
   CHECK(graph_sig_hash(one, 1) == graph_fnv(GRAPH_SIG_BASIS, want1, sizeof(want1) - 1));
-  graph_tok a[] = {{"kernel", "k_b"}, {"memset", NULL}, {"kernel", "k"}, {"kernel", "k"}};
-  graph_tok b[] = {{"kernel", "k"}, {"kernel", "k"}, {"memset", NULL}, {"kernel", "k_b"}};
+  graph_tok a[] = {{.type = "kernel", .name = "k_b"}, {.type = "memset"}, {.type = "kernel", .name = "k"}, {.type = "kernel", .name = "k"}};
+  graph_tok b[] = {{.type = "kernel", .name = "k"}, {.type = "kernel", .name = "k"}, {.type = "memset"}, {.type = "kernel", .name = "k_b"}};
   const char want[] = "kernel[name=k,calls=2];kernel[name=k_b,calls=1];memset[calls=1];";
   uint64_t ha = graph_sig_hash(a, 4);
   CHECK(ha == graph_sig_hash(b, 4));
   CHECK(ha == graph_fnv(GRAPH_SIG_BASIS, want, sizeof(want) - 1));
-  graph_tok c[] = {{"kernel", "k"}, {"kernel", "k_b"}, {"memset", NULL}};
+  graph_tok c[] = {{.type = "kernel", .name = "k"}, {.type = "kernel", .name = "k_b"}, {.type = "memset"}};
   CHECK(graph_sig_hash(c, 3) != ha); /* counts are part of it */
   CHECK(graph_sig_hash(c, 0) == 0);
+  /* Two symbols with the same bytes at different addresses are one token. */
+  char s1[] = "k", s2[] = "k";
+  graph_tok d[] = {{.type = "kernel", .name = s1}, {.type = "kernel", .name = "k_b"}, {.type = "memset"}, {.type = "kernel", .name = s2}};
+  CHECK(graph_sig_hash(d, 4) == ha);
   CHECK(strcmp(graph_node_type_name(4), "child") == 0 && strcmp(graph_node_type_name(11), "memfree") == 0);
   CHECK(strcmp(graph_node_type_name(12), "other") == 0 && strcmp(graph_node_type_name(-1), "other") == 0);
 }
