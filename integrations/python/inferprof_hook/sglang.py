@@ -307,19 +307,24 @@ def _capture(st, batch, t0):
 
 def _wrap_update_running(fn):
     @functools.wraps(fn)
-    def update_running_batch(self, batch, *args, **kwargs):
+    def update_running_batch(self, *args, **kwargs):
         st = self.__dict__.get(_ATTR)
         if st is None:
             st = _state_of(self)
         if st is False:
-            return fn(self, batch, *args, **kwargs)
-        reqs0 = batch.reqs
+            return fn(self, *args, **kwargs)
+        # SGLang of the forward-thread era (scheduler.py @0045f98e) passes no
+        # batch: it updates self.running_batch in place and returns None.
+        given = bool(args) or "batch" in kwargs
+        batch = (args[0] if args else kwargs["batch"]) if given else getattr(self, "running_batch", None)
+        reqs0 = batch.reqs if batch is not None else ()
         n0 = len(reqs0)
-        out = fn(self, batch, *args, **kwargs)
+        out = fn(self, *args, **kwargs)
         try:
             # filter_batch and retract_decode build new reqs lists, so reqs0
             # still holds the batch as it came in.
-            after = out.reqs if out is not None else ()
+            now = out if given else self.running_batch
+            after = now.reqs if now is not None else ()
             if len(after) < n0:
                 _retracted(st, reqs0, after)
         except Exception:

@@ -95,6 +95,62 @@ class SGLangTest(HookTest):
         self.assertEqual({s["engine_index"] for s in steps}, {3})
         self.assertEqual({r for s in steps for r in s["request_ids"]}, {"x0"})
 
+    def test_update_running_batch_without_a_batch(self):
+        """SGLang of the forward-thread era (scheduler.py @0045f98e) calls
+        self.update_running_batch() with no batch: it filters and retracts
+        self.running_batch in place, puts the retracted requests back on
+        waiting_queue and returns None. The wrapper must pass the call
+        through and still report the retraction."""
+        from guard import grow
+
+        Req, ScheduleBatch = self.batch.Req, self.batch.ScheduleBatch
+
+        class Old:
+            def __init__(self, reqs):
+                self.tp_rank = 0
+                self.running_batch = ScheduleBatch(reqs)
+                self.waiting_queue = []
+                self.fits = len(reqs)
+
+            def get_next_batch_to_run(self):
+                self.update_running_batch()
+                return self.running_batch
+
+            def update_running_batch(self):
+                batch = self.running_batch
+                batch.filter_batch()
+                if batch.is_empty():
+                    self.running_batch = None
+                    return
+                if len(batch.reqs) > self.fits:  # check_decode_mem failed: retract_decode
+                    retracted = batch.reqs[self.fits:]
+                    batch.filter_batch(keep_indices=list(range(self.fits)))
+                    self.waiting_queue.extend(retracted)
+                batch.prepare_for_decode()
+
+            def run_batch(self, batch):
+                return None
+
+            def process_batch_result(self, batch, result):
+                for r in batch.reqs:
+                    grow(r.output_ids, 1)
+
+        class Module:
+            Scheduler = Old
+
+        self.assertIn("update_running_batch", sglang_hook.patch(Module))
+        sched = Old([Req(r, 4, 100) for r in ("a", "b", "c")])
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            for fits in (3, 2):
+                sched.fits = fits
+                batch = sched.get_next_batch_to_run()
+                sched.process_batch_result(batch, sched.run_batch(batch))
+        self.assertFalse([m for m in logs.output if "hook failed" in m], logs.output)
+        self.assertEqual([r.rid for r in sched.waiting_queue], ["c"])
+        steps = self.sender.steps()
+        self.assertEqual([(s["decode"], s["request_ids"], s["preempted"]) for s in steps],
+                         [(3, ["a", "b", "c"], []), (2, ["a", "b"], ["c"])])
+
     def test_missing_extend_num_tokens_is_reported_degraded(self):
         orig = self.batch.ScheduleBatch.prepare_for_extend
 
