@@ -17,8 +17,9 @@ build-inferprof-run:
 enginestep-fixture:
 	python3 integrations/python/tools/gen_step_fixture.py internal/stepwire/testdata
 
-## bench-enginestep: hook cost per step (timeit, targets 3 us at 1 request
-## and 20 us at 256, issue 16; instructions with valgrind), one send by how
+## bench-enginestep: hook cost per step, vLLM's and SGLang's loops (timeit,
+## targets 3 us at 1 request and 20 us at 256, issue 16; instructions with
+## valgrind, vLLM and SGLang's default overlap loop), one send by how
 ## the receiver reads, then the Go benches: a step's hand-over through a ring
 ## against a datagram, datagram to span against OTLP unmarshalling, the step
 ## window (bounded against unbounded) with memory per concurrent request,
@@ -27,7 +28,7 @@ bench-enginestep: $(BENCHSTAT)
 	@mkdir -p $(BENCH_OUT)
 	python3 integrations/python/tools/bench_hook.py
 	python3 integrations/python/tools/bench_send.py
-	@if command -v valgrind >/dev/null; then python3 integrations/python/tools/bench_hook.py --instructions; \
+	@if command -v valgrind >/dev/null; then python3 integrations/python/tools/bench_hook.py --instructions --engine vllm,sglang-overlap; \
 	else echo "valgrind not installed: no instruction counts (apt-get install valgrind)"; fi
 	$(GO) test -run '^$$' -bench '^BenchmarkReceive$$' -count $(BENCHCOUNT) ./receiver/enginestepreceiver | tee $(BENCH_OUT)/enginestep-receive.txt
 	$(BENCHSTAT) -col /impl $(BENCH_OUT)/enginestep-receive.txt

@@ -3,16 +3,22 @@
 
 """Measures what the engine step hook adds to one engine step, with timeit.
 
-  python3 integrations/python/tools/bench_hook.py [--repeat 2000]
+  python3 integrations/python/tools/bench_hook.py [--repeat 2000] [--engine vllm|sglang|all]
   python3 integrations/python/tools/bench_hook.py --instructions   # needs valgrind
 
-The step under test does no engine work: it calls scheduler.schedule(),
+The step under test does no engine work. vLLM's calls scheduler.schedule(),
 model_executor.execute_model(), model_executor.sample_tokens() and
 scheduler.update_from_output() on prebuilt SchedulerOutput and outputs
 shaped like vLLM's (every request decoding one token), in EngineCore.step's
-order, so the difference between the wrapped and the bare step is the
-hook's cost per step: the clock reads, the batch's launch windows (the two
-executor calls), reading the batch, encoding the step and handing it over. Times are CPU time
+order. SGLang's (bench_sglang.py) runs one iteration of the scheduler's
+loops, event_loop_overlap (sglang-overlap, the default), event_loop_normal
+(sglang-normal) and the forward-thread era's overlap loop (sglang-thread),
+calling get_next_batch_to_run, update_running_batch, run_batch,
+process_batch_result and launch_batch_sample_if_needed in their order on a
+running batch of the fakes' ScheduleBatch and Req, every request decoding
+one token. The difference between the wrapped and the bare step is the
+hook's cost per step: the clock reads, the batch's launch windows, reading
+the batch, encoding the step and handing it over. Times are CPU time
 of the engine process (time.process_time: user and system, so a send
 counts), the median of --repeat timeit runs of 8 steps each, with the 10th
 and 90th percentile of the runs as the spread. The targets (issue 16): at
@@ -35,12 +41,13 @@ datagrams (10 on a stock kernel), and a real engine steps every few
 milliseconds, not every few microseconds. tools/bench_send.py measures a
 send by itself.
 
-With ring mode, a last line measures an executor worker of vLLM's
+With ring mode and vLLM, a last line measures an executor worker of vLLM's
 multiprocess executor: per batch, its execute_model and sample_tokens calls
 and the two launch marks the hook writes for them into the worker's ring.
 """
 
 import argparse
+import logging
 import os
 import statistics
 import subprocess
@@ -50,6 +57,7 @@ import time
 import timeit
 
 import bench_send  # the wait for a datagram reader
+import bench_sglang
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -57,6 +65,9 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "fakes")]
 
 STEPS_PER_RUN = 8  # under the stock 10-datagram socket queue
 MODES = ("ring", "ring-2ms", "datagram", "absent")
+ENGINES = ("vllm",) + bench_sglang.LOOPS
+# --engine takes these names, or a comma-separated list of ENGINES.
+GROUPS = {"all": ENGINES, "sglang": bench_sglang.LOOPS}
 
 # A reader process: rings and datagrams, every 2 ms, as the receiver polls.
 READER = """
@@ -132,6 +143,30 @@ def make_engine(n):
     return Engine
 
 
+def engine_factory(engine, n):
+    """make(hooked): an engine object whose step() is one engine step with
+    n requests decoding, hooked or bare."""
+    if engine == "vllm":
+        return make_engine(n)
+    return bench_sglang.make_scheduler(n, engine)
+
+
+def emitter_of(engine):
+    """The hook's emitter of a hooked engine object, once it has stepped."""
+    return engine.__dict__["_inferprof_step"].emitter
+
+
+def engines(names):
+    out = []
+    for name in names.split(","):
+        for e in GROUPS.get(name, (name,)):
+            if e not in ENGINES:
+                raise SystemExit("unknown engine %r (%s, or %s)" % (e, ", ".join(ENGINES), ", ".join(GROUPS)))
+            if e not in out:
+                out.append(e)
+    return out
+
+
 def make_worker(hooked):
     """One batch in a vLLM executor worker process: the execute_model and
     sample_tokens calls its busy loop makes on the WorkerWrapperBase, each
@@ -161,17 +196,20 @@ def make_worker(hooked):
     return batch
 
 
-def emptied(emitter, reader=None):
+def emptied(emitter, reader=None, between=None):
     """A timeit setup that waits until the reader has read everything the
     hook handed over (or reads it, given the bench's own reader), then
     100 us more, busy, so that the reader is back asleep and this process's
-    caches stay warm, as on an engine between two steps."""
+    caches stay warm, as on an engine between two steps. between, if set,
+    runs first (the SGLang engines trim their requests' output lists)."""
     from inferprof_hook.ring import W_READ
 
     clock = time.perf_counter_ns
     sender = emitter.sender if emitter is not None else None
 
     def wait():
+        if between is not None:
+            between()
         r = emitter.ring if emitter is not None else None
         if reader is not None:
             reader.poll()
@@ -193,7 +231,7 @@ def runs_us(fn, setup, repeat):
     return sorted(r / STEPS_PER_RUN * 1e6 for r in runs)
 
 
-def loop(requests, steps, hooked, mode):
+def loop(engine_name, requests, steps, hooked, mode):
     """Runs steps engine steps; what --instructions counts. In ring mode the
     loop itself plays the reader after each step (consumes the record and
     beats, two stores), in the bare loop too, so the difference is the
@@ -205,13 +243,14 @@ def loop(requests, steps, hooked, mode):
     path = os.path.join(d, "s.sock")
     os.environ["INFERPROF_STEP_ENDPOINT"] = path if mode == "ring" else "/nonexistent/inferprof-bench.sock"
     reader = ring.Reader(path) if mode == "ring" else None
-    engine = make_engine(requests)(hooked)
+    engine = engine_factory(engine_name, requests)(hooked)
     step = engine.step
     step()
+    step()  # SGLang's overlap loop processes its first batch in the second step
     q = memoryview(bytearray(160)).cast("Q")
     r = None
     if hooked and reader is not None:
-        em = engine.__dict__["_inferprof_step"].emitter
+        em = emitter_of(engine)
         reader.poll()
         r = em.ring
         assert r is not None and reader.rings, "the ring was not set up"
@@ -225,41 +264,60 @@ def loop(requests, steps, hooked, mode):
         reader.close()
 
 
-def instructions():
+def instructions(names, sizes):
     """Instructions per step under valgrind, which unlike time does not move
     with the machine's load: (count at 6,000 steps - count at 1,000) / 5,000.
     valgrind runs memcpy a byte at a time, so the copies (a 256-request
     record is 12 KB) count for far more here than they cost."""
-    def count(requests, steps, hooked, mode):
+    def count(engine, requests, steps, hooked, mode):
         out = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-             __file__, "--loop", str(steps), "--requests", str(requests), "--mode", mode]
+             __file__, "--loop", str(steps), "--requests", str(requests), "--mode", mode, "--engine", engine]
             + (["--hooked"] if hooked else []),
             capture_output=True, text=True, check=True).stderr
         return int(out.rsplit("Collected : ", 1)[1].split()[0])
 
     print("python %s; instructions per step (valgrind)" % sys.version.split()[0])
-    print("%-10s %-10s %12s %12s %12s" % ("collector", "requests", "bare", "hooked", "hook"))
-    for mode, label in (("ring", "ring"), ("absent", "absent")):
-        for n in (1, 32, 256):
-            per = [(count(n, 6000, h, mode) - count(n, 1000, h, mode)) // 5000 for h in (False, True)]
-            print("%-10s %-10d %12d %12d %12d" % (label, n, per[0], per[1], per[1] - per[0]))
+    print("%-14s %-10s %-10s %12s %12s %12s" % ("engine", "collector", "requests", "bare", "hooked", "hook"))
+    for engine in names:
+        for mode, label in (("ring", "ring"), ("absent", "absent")):
+            for n in sizes:
+                per = [(count(engine, n, 6000, h, mode) - count(engine, n, 1000, h, mode)) // 5000
+                       for h in (False, True)]
+                print("%-14s %-10s %-10d %12d %12d %12d" % (engine, label, n, per[0], per[1], per[1] - per[0]))
+
+
+def row(engine, mode, n, b, h, dropped=""):
+    """One line of the table: the bare median, the hooked median, their
+    difference, and the hooked runs' p10 and p90 less the bare median."""
+    lo, hi = h[len(h) // 10] - b, h[len(h) * 9 // 10] - b
+    print("%-14s %-10s %-9s %8.2f %9.2f %8.2f %8.2f - %6.2f %8s" % (
+        engine, mode, n, b, statistics.median(h), statistics.median(h) - b, lo, hi, dropped))
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=2000)
     p.add_argument("--modes", default=",".join(MODES), help="collector modes to run (%s)" % ", ".join(MODES))
+    p.add_argument("--engine", default="all",
+                   help="engines to run: vllm, sglang (its three loops), all, or a comma-separated list of %s"
+                   % ", ".join(ENGINES))
+    p.add_argument("--sizes", default="1,32,256", help="requests per step, comma-separated")
     p.add_argument("--instructions", action="store_true", help="count instructions with valgrind instead")
     p.add_argument("--loop", type=int, help=argparse.SUPPRESS)
     p.add_argument("--requests", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="ring", help=argparse.SUPPRESS)
     p.add_argument("--hooked", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    names = engines(args.engine)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    # The forward-thread era's SGLang lacks the KV attributes the hook
+    # reads; bench_sglang.py says so, and its one warning per row is noise.
+    logging.getLogger("inferprof_hook").addFilter(lambda r: "degraded=true" not in r.getMessage())
     if args.loop is not None:
-        return loop(args.requests, args.loop, args.hooked, args.mode)
+        return loop(names[0], args.requests, args.loop, args.hooked, args.mode)
     if args.instructions:
-        return instructions()
+        return instructions(names, sizes)
     d = tempfile.mkdtemp()
     path = os.path.join(d, "s.sock")
     os.environ["INFERPROF_STEP_ENDPOINT"] = path
@@ -268,8 +326,8 @@ def main():
     print("python %s; hook CPU cost per step, median [p10-p90] of %d runs x %d steps; load average %s"
           % (sys.version.split()[0], args.repeat, STEPS_PER_RUN,
              " ".join("%.1f" % x for x in os.getloadavg())))
-    print("%-10s %-9s %8s %9s %8s %17s %8s" % ("collector", "requests", "bare_us", "hooked_us", "hook_us",
-                                               "hook p10-p90", "dropped"))
+    print("%-14s %-10s %-9s %8s %9s %8s %17s %8s" % ("engine", "collector", "requests", "bare_us", "hooked_us",
+                                                     "hook_us", "hook p10-p90", "dropped"))
     from inferprof_hook import ring
 
     for mode in args.modes.split(","):
@@ -282,23 +340,25 @@ def main():
                                       stdout=subprocess.PIPE, text=True)
             reader.stdout.readline()
         try:
-            for n in (1, 32, 256):
-                _state.reset()
-                Engine = make_engine(n)
-                bare = Engine(False)
-                hooked = Engine(True)
-                em = hooked.__dict__["_inferprof_step"].emitter
-                hooked.step()  # check, connect and set the ring up outside the timing
-                if own is not None:
-                    own.poll()
-                if mode.startswith("ring") and em.ring is None:
-                    raise SystemExit("%s mode: the hook set up no ring" % mode)
-                setup = emptied(em, own)
-                b = statistics.median(runs_us(bare.step, setup, args.repeat))
-                h = runs_us(hooked.step, setup, args.repeat)
-                lo, hi = h[len(h) // 10] - b, h[len(h) * 9 // 10] - b
-                print("%-10s %-9d %8.2f %9.2f %8.2f %8.2f - %6.2f %8d" % (
-                    mode, n, b, statistics.median(h), statistics.median(h) - b, lo, hi, em.dropped))
+            for engine in names:
+                for n in sizes:
+                    _state.reset()
+                    make = engine_factory(engine, n)
+                    bare, hooked = make(False), make(True)
+                    # Check, connect and set the ring up outside the timing;
+                    # SGLang's overlap loops process their first batch in
+                    # the second step.
+                    for e in (bare, hooked, bare, hooked):
+                        e.step()
+                    em = emitter_of(hooked)
+                    if own is not None:
+                        own.poll()
+                    if mode.startswith("ring") and em.ring is None:
+                        raise SystemExit("%s mode: the hook set up no ring" % mode)
+                    b = statistics.median(runs_us(bare.step, emptied(em, own, getattr(bare, "between", None)),
+                                                  args.repeat))
+                    h = runs_us(hooked.step, emptied(em, own, getattr(hooked, "between", None)), args.repeat)
+                    row(engine, mode, n, b, h, em.dropped)
         finally:
             if own is not None:
                 own.close()
@@ -307,7 +367,7 @@ def main():
                 reader.wait()
             if os.path.exists(path):
                 os.unlink(path)
-    if "ring" in args.modes.split(","):
+    if "ring" in args.modes.split(",") and "vllm" in names:
         # The launch marks of an executor worker, per batch, with the bench
         # process draining the worker's ring as in ring mode.
         _state.reset()
@@ -318,10 +378,7 @@ def main():
             own.poll()
             setup = emptied(None, own)
             b = statistics.median(runs_us(bare, setup, args.repeat))
-            h = runs_us(hooked, setup, args.repeat)
-            lo, hi = h[len(h) // 10] - b, h[len(h) * 9 // 10] - b
-            print("%-10s %-9s %8.2f %9.2f %8.2f %8.2f - %6.2f" % (
-                "worker", "batch", b, statistics.median(h), statistics.median(h) - b, lo, hi))
+            row("vllm", "worker", "batch", b, runs_us(hooked, setup, args.repeat))
         finally:
             own.close()
             if os.path.exists(path):
