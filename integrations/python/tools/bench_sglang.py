@@ -39,8 +39,9 @@ requests, filtering, KV slots, the forward, the D2H copy and its wait,
 streaming output) costs the same with and without the hook; leaving it out
 keeps the bare step small, so its noise does not hide the hook's cost.
 process_batch_result keeps the one piece of it the hook reads: each
-request's output_ids grows by one token. Request ids are 32 hex digits, as
-GenerateReqInput.normalize sets rid (uuid4().hex) when the client gives none.
+request's output_ids grows by one token. Request ids are 32 hex digits:
+GenerateReqInput (managers/io_struct.py) sets rid = uuid.uuid4().hex when
+the client gives none.
 """
 
 import collections
