@@ -19,15 +19,13 @@ import (
 // mode), which has no kernel name.
 const graphSeries = ^uint32(0)
 
-// graphName names a whole graph launch among a step's top kernels.
-const graphName = "cudaGraphLaunch"
 
 // seriesResolver names kernel series for the correlation window.
 type seriesResolver struct{ agg *aggregate.Aggregator }
 
 func (s seriesResolver) KernelName(series uint32) string {
 	if series == graphSeries {
-		return graphName
+		return aggregate.GraphLaunchName
 	}
 	return s.agg.KernelName(series)
 }

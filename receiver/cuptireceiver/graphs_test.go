@@ -138,3 +138,44 @@ func TestGraphSignatureOverflowCounted(t *testing.T) {
 	assert.Equal(t, map[string]int64{fmt.Sprintf("%016x", 1): 1, unknownSig: 2}, n)
 	assert.Equal(t, 1, h.logs.FilterMessageSnippet("more distinct CUDA graph signatures").Len())
 }
+
+// In graph mode a graph's kernels come only as its launch record, so graph
+// launches are sampled as spans too (for the timeline's GPU tracks): named
+// cudaGraphLaunch, category cuda_graph, with the graph's signature.
+func TestGraphLaunchSpans(t *testing.T) {
+	t.Parallel()
+	spans := new(consumertest.TracesSink)
+	h := startWithSpans(t, func(c *Config) {
+		c.Spans = SpansConfig{Enabled: true, SamplingRatio: 1, MaxPerInterval: 100}
+	}, spans)
+	const t0 = uint64(1_700_000_000_000_000_000)
+	c := dial(t, h.cfg.Endpoint)
+	b := cuptiwire.AppendHelloFlags(nil, 301, cuptiwire.HelloGraphMode, t0, "node-a")
+	b = cuptiwire.AppendString(b, 1, "void vllm::rms_norm_kernel<float>(float*)")
+	b = cuptiwire.AppendGraph(b, cuptiwire.Graph{GraphID: 3, ExecID: 17, Signature: 0x9e3779b97f4a7c15, Nodes: 64})
+	eager := cuptiwire.Record{Kind: cuptiwire.RecordKindKernel, Stream: 7, Start: t0 + 100, End: t0 + 150, Name: 1, Correlation: 5}
+	b = cuptiwire.AppendRecords2(b, []cuptiwire.Record{graphLaunch(17, t0, 1000), eager, graphLaunch(99, t0+2000, 40)})
+	write(t, c, b)
+	require.Eventually(t, func() bool { return spans.SpanCount() == 3 }, 5*time.Second, 5*time.Millisecond)
+
+	got := map[string][3]string{} // span name and signature → name, category, signature
+	for _, td := range spans.AllTraces() {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans().At(0).Spans()
+			for j := 0; j < ss.Len(); j++ {
+				sp := ss.At(j)
+				a := sp.Attributes()
+				kn, _ := a.Get(names.AttrKernelName)
+				cat, _ := a.Get(names.AttrKernelCategory)
+				sig, _ := a.Get(names.AttrCUDAGraphSignature)
+				gid, _ := a.Get(names.AttrCUDAGraphID)
+				got[fmt.Sprintf("%s/%d/%d", sp.Name(), gid.Int(), sp.EndTimestamp()-sp.StartTimestamp())] = [3]string{kn.Str(), cat.Str(), sig.Str()}
+			}
+		}
+	}
+	assert.Equal(t, map[string][3]string{
+		"cudaGraphLaunch/17/1000":    {"cudaGraphLaunch", "cuda_graph", sigA},
+		"cudaGraphLaunch/99/40":      {"cudaGraphLaunch", "cuda_graph", unknownSig},
+		"vllm::rms_norm_kernel/0/50": {"vllm::rms_norm_kernel", "normalization", ""},
+	}, got)
+}

@@ -144,7 +144,7 @@ type Aggregator struct {
 
 type spanRec struct {
 	src    uint32
-	series uint32
+	series uint32 // kernel records: the kernel's series; graph launches: the signature's index
 	rec    cuptiwire.Record
 }
 
@@ -411,8 +411,8 @@ func (a *Aggregator) add(src uint32, recs []cuptiwire.Record, kernels []uint32, 
 		v.dur += r.End - r.Start
 		v.count++
 		v.bytes += r.Bytes
-		if spans && a.spanStride > 0 && r.Kind == cuptiwire.RecordKindKernel {
-			a.sampleSpan(src, r, kernels)
+		if spans && a.spanStride > 0 && (r.Kind == cuptiwire.RecordKindKernel || r.Kind == cuptiwire.RecordKindGraph) {
+			a.sampleSpan(src, r, kernels, c)
 		}
 		if sweep && r.Kind != cuptiwire.RecordKindSync && r.Device != cuptiwire.DeviceUnknown {
 			var b int32
@@ -759,10 +759,7 @@ func (a *Aggregator) emitDevice(now pcommon.Timestamp, src uint32, dev uint16, k
 		case cuptiwire.RecordKindSync:
 			a.mb.RecordInferprofGpuSyncDurationDataPoint(now, seconds(v.dur), syncKind(k.sub), devName)
 		case cuptiwire.RecordKindGraph:
-			sig := UnknownSignature
-			if int(k.series) < len(a.sigNames) {
-				sig = a.sigNames[k.series]
-			}
+			sig := a.signatureName(k.series)
 			a.mb.RecordInferprofGpuGraphDurationDataPoint(now, seconds(v.dur), sig, devName)
 			a.mb.RecordInferprofGpuGraphCountDataPoint(now, int64(v.count), sig, devName)
 		}

@@ -45,6 +45,15 @@ func (a *Aggregator) GraphSignature(sig uint64) uint32 {
 	return i
 }
 
+// signatureName is the frame name of a signature index: 16 hex digits, or
+// UnknownSignature.
+func (a *Aggregator) signatureName(i uint32) string {
+	if int(i) < len(a.sigNames) {
+		return a.sigNames[i]
+	}
+	return UnknownSignature
+}
+
 // GraphOverflow returns how many graph records went up as unknown since New
 // because MaxSignatures was reached.
 func (a *Aggregator) GraphOverflow() uint64 {

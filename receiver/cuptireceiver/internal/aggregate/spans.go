@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/kernelclass"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -34,17 +35,38 @@ func (a *Aggregator) EnableSpans(ratio float64, maxPerFlush int) {
 }
 
 // sampleSpan is systematic sampling: cheap, and unbiased across kernels
-// because records of all kernels interleave.
-func (a *Aggregator) sampleSpan(src uint32, r *cuptiwire.Record, kernels []uint32) {
+// because records of all kernels interleave. Whole graph launches (the
+// library's graph mode) are sampled with them, so a timeline in graph mode
+// still shows the GPU's work.
+func (a *Aggregator) sampleSpan(src uint32, r *cuptiwire.Record, kernels []uint32, c *Cache) {
 	a.spanSeen++
 	if a.spanSeen%a.spanStride != 0 || len(a.spans) == cap(a.spans) {
 		return
 	}
 	var series uint32
-	if int(r.Name) < len(kernels) {
+	switch {
+	case r.Kind == cuptiwire.RecordKindGraph:
+		if series = c.graphs[r.GraphID]; series == sigRefused {
+			series = sigUnknown
+		}
+	case int(r.Name) < len(kernels):
 		series = kernels[r.Name]
 	}
 	a.spans = append(a.spans, spanRec{src: src, series: series, rec: *r})
+}
+
+// GraphLaunchName names a whole graph launch: its sampled span and kernel
+// name, and its entry among a step's top kernels.
+const GraphLaunchName = "cudaGraphLaunch"
+
+// spanName returns the name, category and, for a graph launch, the graph
+// signature of a sampled span.
+func (a *Aggregator) spanName(sp *spanRec) (name, category, signature string) {
+	if sp.rec.Kind == cuptiwire.RecordKindGraph {
+		return GraphLaunchName, kernelclass.CategoryCUDAGraph, a.signatureName(sp.series)
+	}
+	s := a.series[sp.series]
+	return s.name, s.category, ""
 }
 
 // StepLink names the engine step that launched a kernel: the step span's
@@ -85,9 +107,9 @@ func (a *Aggregator) FlushSpans(link Linker) ptrace.Traces {
 			binary.LittleEndian.PutUint64(traceID[:8], rand.Uint64())
 			binary.LittleEndian.PutUint64(traceID[8:], rand.Uint64())
 		}
-		s := a.series[sp.series]
+		name, category, signature := a.spanName(&sp)
 		span := ss.Spans().AppendEmpty()
-		span.SetName(s.name)
+		span.SetName(name)
 		span.SetTraceID(traceID)
 		var id pcommon.SpanID
 		binary.LittleEndian.PutUint64(id[:], rand.Uint64()|1)
@@ -97,8 +119,11 @@ func (a *Aggregator) FlushSpans(link Linker) ptrace.Traces {
 		span.SetEndTimestamp(pcommon.Timestamp(sp.rec.End))
 		attrs := span.Attributes()
 		attrs.EnsureCapacity(8)
-		attrs.PutStr(names.AttrKernelName, s.name)
-		attrs.PutStr(names.AttrKernelCategory, s.category)
+		attrs.PutStr(names.AttrKernelName, name)
+		attrs.PutStr(names.AttrKernelCategory, category)
+		if signature != "" {
+			attrs.PutStr(names.AttrCUDAGraphSignature, signature)
+		}
 		attrs.PutInt(names.AttrCUDADeviceOrdinal, deviceOrdinal(sp.rec.Device))
 		if id := a.srcDevs[sp.src][sp.rec.Device]; id.UUID != "" {
 			attrs.PutStr(names.AttrDeviceID, id.UUID)
