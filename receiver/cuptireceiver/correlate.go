@@ -19,7 +19,6 @@ import (
 // mode), which has no kernel name.
 const graphSeries = ^uint32(0)
 
-
 // seriesResolver names kernel series for the correlation window.
 type seriesResolver struct{ agg *aggregate.Aggregator }
 
