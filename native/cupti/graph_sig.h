@@ -75,10 +75,7 @@ static inline graph_key graph_key_of(const graph_tok *t) {
 /* graph_tok_cmp orders tokens by their bytes as unsigned chars, which is
  * std::string's order. */
 static inline int graph_tok_cmp(const void *a, const void *b) {
-  const graph_tok *ta = a, *tb = b;
-  /* The same kernel's nodes share the driver's name pointer. */
-  if (ta->type == tb->type && ta->name == tb->name) return 0;
-  graph_key x = graph_key_of(ta), y = graph_key_of(tb);
+  graph_key x = graph_key_of(a), y = graph_key_of(b);
   int i = 0, j = 0;
   size_t p = 0, q = 0;
   for (;;) {

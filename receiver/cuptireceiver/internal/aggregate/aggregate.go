@@ -446,10 +446,7 @@ func (a *Aggregator) slot(src uint32, r *cuptiwire.Record, kernels []uint32, c *
 	case cuptiwire.RecordKindGraph:
 		// One record per graph launch, so graph records skip the slot
 		// cache and look their graph id up here: a missing id is unknown.
-		k.series = c.graphs[r.GraphID]
-		if k.series == sigRefused {
-			k.series, refused = sigUnknown, true
-		}
+		k.series, refused = c.graphSignature(r.GraphID)
 	}
 	s, ok := a.slots[k]
 	if !ok {

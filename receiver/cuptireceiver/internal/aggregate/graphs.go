@@ -62,6 +62,16 @@ func (a *Aggregator) GraphOverflow() uint64 {
 	return a.sigOverflow
 }
 
+// graphSignature returns the signature index of a graph id on this
+// connection (unknown when no frame named it), and whether it is unknown
+// because the signature found MaxSignatures reached.
+func (c *Cache) graphSignature(id uint32) (sig uint32, refused bool) {
+	if sig = c.graphs[id]; sig == sigRefused {
+		return sigUnknown, true
+	}
+	return sig, false
+}
+
 // SetGraph ties one of the connection's graph ids (0 is none) to a
 // signature index from GraphSignature. The table holds maxGraphIDs ids: a
 // new id past that clears it first, as Graphsignal's library does with its

@@ -46,9 +46,7 @@ func (a *Aggregator) sampleSpan(src uint32, r *cuptiwire.Record, kernels []uint3
 	var series uint32
 	switch {
 	case r.Kind == cuptiwire.RecordKindGraph:
-		if series = c.graphs[r.GraphID]; series == sigRefused {
-			series = sigUnknown
-		}
+		series, _ = c.graphSignature(r.GraphID)
 	case int(r.Name) < len(kernels):
 		series = kernels[r.Name]
 	}
