@@ -182,6 +182,49 @@ def degrade(emitter, engine, engine_version, checked, missing):
         pass
 
 
+def off(engine, engine_version, checked, problems):
+    """Logs one line: the hook stays off for an engine that lacks what it
+    needs (problems: what is missing, from points.check). Once per
+    engine and set of problems."""
+    key = ("off", engine, tuple(problems))
+    if key in _warned:
+        return
+    _warned.add(key)
+    try:
+        logger.warning("inferprof: engine step hook off for %s %s, which lacks %s; the engine runs "
+                       "as usual without engine.step spans (the hook was checked against %s)",
+                       engine, engine_version, "; ".join(problems), checked)
+    except Exception:
+        pass
+
+
+def off_after_error(where, engine, engine_version):
+    """Logs the current exception as one line, where the hook turned itself
+    off after it (the traceback only at debug level): an engine whose
+    objects differ from what the hook reads would otherwise fail the same
+    way on every step."""
+    key = ("off-error", where)
+    if key in _warned:
+        return
+    _warned.add(key)
+    try:
+        import sys
+        import traceback
+
+        exc = sys.exc_info()[1]
+        frames = traceback.extract_tb(exc.__traceback__) if exc is not None else ()
+        at = ""
+        if frames:
+            f = frames[-1]
+            at = " at %s:%d in %s" % (os.path.basename(f.filename), f.lineno, f.name)
+        logger.warning("inferprof: engine step hook off for %s %s after an unexpected error in %s: "
+                       "%s: %s%s; the engine runs as usual", engine, engine_version, where,
+                       type(exc).__name__, exc, at)
+        logger.debug("inferprof: the error that turned the hook off", exc_info=True)
+    except Exception:
+        pass
+
+
 _versions = {}
 
 

@@ -55,7 +55,7 @@ import functools
 import os
 import time
 
-from . import _state, wire
+from . import _state, points, wire
 from .emitter import Emitter
 
 MODULE = "vllm.v1.engine.core"
@@ -63,10 +63,10 @@ MODULE = "vllm.v1.engine.core"
 WORKER_MODULE = "vllm.v1.executor.multiproc_executor"
 _ATTR = "_inferprof_step"
 
-# The vLLM sources this hook was written and tested against (see the README).
-CHECKED = ("vllm-project/vllm main: v1/engine/core.py @00080ee1, "
-           "v1/core/sched/scheduler.py @00024d31, output.py @00e8f1fd, "
-           "async_scheduler.py @014b2350, engine/input_processor.py @009daaee")
+# What the hook was checked against: the patch table (points.VLLM) over
+# each release's source, and the live classes of one release (see the
+# README and docs/compatibility.md).
+CHECKED = "the vLLM releases in inferprof's docs/compatibility.md (points.VLLM)"
 
 # Bound on preempted requests waiting to be resumed; past it the oldest go.
 MAX_PREEMPTED = 65536
@@ -80,11 +80,14 @@ class _Step:
     """Hook state attached to one EngineCore instance."""
 
     __slots__ = ("emitter", "scheduler", "scheduled", "last_end", "preempted", "checked",
-                 "has_preprocess", "batches", "open", "windows", "tid")
+                 "has_preprocess", "batches", "open", "windows", "tid", "core", "restore")
 
     def __init__(self, emitter, scheduler, has_preprocess):
         self.emitter = emitter
         self.scheduler = scheduler
+        self.core = None
+        # How to put the scheduler's own methods back (see _off).
+        self.restore = ()
         # [SchedulerOutput, time schedule() was called, batch number, launch
         # window end], oldest first (see _wrap_schedule). The batch queue holds at most
         # max_concurrent_batches of them.
@@ -161,10 +164,22 @@ def _wrap_preprocess(fn):
 
 
 def _attach(core):
-    """Sets up hook state for one engine; False disables the hook for it."""
+    """Sets up hook state for one engine; False disables the hook for it.
+
+    The patch table is checked here, once per engine: an engine that lacks
+    a required point gets one line saying what is missing and no hook,
+    rather than a failure on every step; a missing optional point marks
+    its steps degraded."""
     st = False
     try:
-        sched = core.scheduler
+        sched = getattr(core, "scheduler", None)
+        req, opt = points.check(points.VLLM, {
+            "EngineCore": core, "Scheduler": sched,
+            "KVCacheManager": getattr(sched, "kv_cache_manager", None)})
+        if req:
+            _state.off("vLLM", _state.version("vllm"), CHECKED, req)
+            core.__dict__[_ATTR] = False
+            return False
         update = sched.update_from_output
         schedule = sched.schedule
         index = getattr(core, "engine_index", None)
@@ -174,6 +189,10 @@ def _attach(core):
         st = _Step(Emitter(wire.ENGINE_VLLM, "vllm", _state.version("vllm"), index,
                            _state.sender()), sched,
                    callable(getattr(type(core), "preprocess_add_request", None)))
+        st.core = core
+        own = sched.__dict__
+        st.restore = (("schedule", own.get("schedule")), ("update_from_output", own.get("update_from_output")))
+        _state.degrade(st.emitter, "vLLM", _state.version("vllm"), CHECKED, opt)
         sched.schedule = _wrap_schedule(st, schedule)
         sched.update_from_output = _wrap_update(st, update)
     except Exception:
@@ -181,6 +200,24 @@ def _attach(core):
         st = False
     core.__dict__[_ATTR] = st
     return st
+
+
+def _off(st, where):
+    """Turns the hook off for one engine after an unexpected error, in one
+    line: the scheduler gets its own methods back, so no later step pays
+    for the hook or fails the same way."""
+    _state.off_after_error(where, "vLLM", _state.version("vllm"))
+    try:
+        sched = st.scheduler
+        for name, own in st.restore:
+            if own is None:
+                sched.__dict__.pop(name, None)
+            else:
+                setattr(sched, name, own)
+        if st.core is not None:
+            st.core.__dict__[_ATTR] = False
+    except Exception:
+        pass
 
 
 # A scheduled entry is [SchedulerOutput, time schedule() was called, batch
@@ -222,12 +259,14 @@ def _wrap_update(st, update):
     time_ns = time.time_ns
     scheduled = st.scheduled
 
+    # The parameters keep vLLM's names (points.VLLM), so a call by keyword
+    # reaches the engine as it would unhooked.
     @functools.wraps(update)
-    def update_from_output(scheduler_output, model_output, *args, **kwargs):
+    def update_from_output(scheduler_output, model_runner_output, *args, **kwargs):
         if args or kwargs:
-            out = update(scheduler_output, model_output, *args, **kwargs)
+            out = update(scheduler_output, model_runner_output, *args, **kwargs)
         else:
-            out = update(scheduler_output, model_output)
+            out = update(scheduler_output, model_runner_output)
         t1 = time_ns()
         o = st.open
         if o is not None:
@@ -236,7 +275,8 @@ def _wrap_update(st, update):
         try:
             _after(st, scheduler_output, out, t1)
         except Exception:
-            _state.fail_once("vllm step", st.scheduler)
+            _off(st, "vllm step")
+            return out
         st.last_end = t1
         if scheduled:
             # Until the next schedule(), the newest batch not yet updated
@@ -261,28 +301,11 @@ def _scheduled_entry(st, so, t1):
     return [so, st.last_end or t1, 0, 0]
 
 
-def _check(st, so):
-    """First step: what this vLLM version offers that the hook reads."""
+def _first_step(st):
     st.checked = True
+    # The thread that steps the engine (read again here in case an embedder
+    # steps it on another thread than it built it on).
     st.tid = _state.thread.id
-    missing = []
-    cached = getattr(so, "scheduled_cached_reqs", None)
-    if not st.has_preprocess:
-        missing.append("EngineCore.preprocess_add_request (ids may stay engine-internal)")
-    if not hasattr(so, "finished_req_ids"):
-        missing.append("SchedulerOutput.finished_req_ids (ids leave the table only at its limit)")
-    if not hasattr(so, "preempted_req_ids"):
-        missing.append("SchedulerOutput.preempted_req_ids (no preemptions)")
-    if cached is None or not (hasattr(cached, "resumed_req_ids") or hasattr(cached, "resumed_from_preemption")):
-        missing.append("CachedRequestData.resumed_req_ids (no resumptions)")
-    if cached is None or not hasattr(cached, "num_output_tokens"):
-        missing.append("CachedRequestData.num_output_tokens (prefill/decode split estimated)")
-    sched = st.scheduler
-    if not hasattr(getattr(sched, "kv_cache_manager", None), "usage"):
-        missing.append("KVCacheManager.usage (no KV cache usage)")
-    if not (hasattr(sched, "running") and hasattr(sched, "waiting")):
-        missing.append("Scheduler.running/waiting (queues reported as 0)")
-    _state.degrade(st.emitter, "vLLM", _state.version("vllm"), CHECKED, missing)
 
 
 def _after(st, so, out, t1):
@@ -297,7 +320,7 @@ def _after(st, so, out, t1):
     if t0 < st.last_end:
         t0 = st.last_end  # async: scheduled while the previous batch was updated
     if not st.checked:
-        _check(st, so)
+        _first_step(st)
     em = st.emitter
     new = so.scheduled_new_reqs
     if new:
@@ -506,12 +529,26 @@ def _wrap_worker_init(fn):
     def __init__(self, *args, **kwargs):
         fn(self, *args, **kwargs)
         try:
-            _attach_worker(self.worker)
+            req, _ = points.check(points.VLLM, {
+                "WorkerProc": self, "WorkerWrapperBase": getattr(self, "worker", None)}, part="worker")
+            if req:
+                _state.off("vLLM executor workers", _state.version("vllm"), CHECKED, req)
+            else:
+                _attach_worker(self.worker)
         except Exception:
             _state.fail_once("vllm worker attach", self)
 
     __init__._inferprof_wrapped = True
     return __init__
+
+
+def _off_worker(wrapper, where):
+    """Turns the worker's marks off after an unexpected error, in one line:
+    the wrapper's own methods come back (the hook set them on the
+    instance)."""
+    _state.off_after_error(where, "vLLM executor worker", _state.version("vllm"))
+    for name in ("execute_model", "sample_tokens"):
+        wrapper.__dict__.pop(name, None)
 
 
 def _attach_worker(wrapper):
@@ -554,7 +591,7 @@ def _attach_worker(wrapper):
                     started[0] = 0
                     ws.mark(t0, time_ns())
             except Exception:
-                _state.fail_once("vllm worker execute_model")
+                _off_worker(wrapper, "vllm worker execute_model")
 
     wrapper.execute_model = execute_model
     if not callable(sample):
@@ -570,6 +607,6 @@ def _attach_worker(wrapper):
                 ws.mark(started[0] or t0, time_ns())
                 started[0] = 0
             except Exception:
-                _state.fail_once("vllm worker sample_tokens")
+                _off_worker(wrapper, "vllm worker sample_tokens")
 
     wrapper.sample_tokens = sample_tokens

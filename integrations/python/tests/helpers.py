@@ -128,4 +128,12 @@ class HookTest(unittest.TestCase):
         os.environ.clear()
         os.environ.update(self._env)
         _state.reset()
+
+    def patch_module(self, module, **attrs):
+        """Sets module attributes for this test only (an older release's
+        classes in place of the fake's)."""
+        for name, value in attrs.items():
+            old = getattr(module, name)
+            self.addCleanup(setattr, module, name, old)
+            setattr(module, name, value)
         self.assertEqual(Guarded.reads, 0, "prompt or output token values were read")

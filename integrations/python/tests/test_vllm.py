@@ -4,6 +4,7 @@
 structure follows vllm-project/vllm: every datagram must describe one and
 the same batch, as the engine's own bookkeeping recorded it."""
 
+import dataclasses
 import os
 import re
 
@@ -142,39 +143,52 @@ class VLLMTest(HookTest):
                         "evicted requests fall back to engine ids, visibly")
 
     def test_older_vllm_is_reported_degraded_once(self):
-        """A SchedulerOutput without preempted_req_ids, resumed_req_ids and
-        num_output_tokens (older vLLM: resumed_from_preemption flags)."""
+        """A SchedulerOutput without preempted_req_ids, and a
+        CachedRequestData with resumed_from_preemption flags instead of
+        resumed_req_ids and no num_output_tokens (vLLM 0.10): checked once
+        at attach, one warning, the steps marked degraded."""
+        from vllm.v1.core.sched import output
 
-        class Old:
-            pass
+        @dataclasses.dataclass
+        class CachedRequestData:
+            req_ids: list
+            resumed_from_preemption: list
+            num_computed_tokens: list
+
+        @dataclasses.dataclass
+        class SchedulerOutput:
+            scheduled_new_reqs: list
+            scheduled_cached_reqs: CachedRequestData
+            num_scheduled_tokens: dict
+            total_num_scheduled_tokens: int
+            scheduled_spec_decode_tokens: dict
+            finished_req_ids: set
 
         def older(so):
-            o = Old()
-            for k in ("scheduled_new_reqs", "num_scheduled_tokens", "total_num_scheduled_tokens",
-                      "scheduled_spec_decode_tokens", "finished_req_ids"):
-                setattr(o, k, getattr(so, k))
-            c = Old()
-            c.req_ids = so.scheduled_cached_reqs.req_ids
-            c.resumed_from_preemption = [r in so.scheduled_cached_reqs.resumed_req_ids for r in c.req_ids]
-            o.scheduled_cached_reqs = c
-            o.__dict__["_so"] = so
-            return o
+            c = so.scheduled_cached_reqs
+            old = SchedulerOutput(so.scheduled_new_reqs, CachedRequestData(
+                c.req_ids, [r in c.resumed_req_ids for r in c.req_ids], c.num_computed_tokens),
+                so.num_scheduled_tokens, so.total_num_scheduled_tokens, so.scheduled_spec_decode_tokens,
+                so.finished_req_ids)
+            old.__dict__["_so"] = so
+            return old
 
         class OldScheduler(self.sched.Scheduler):
             def schedule(self, *a):
                 return older(super().schedule(*a))
 
-            def update_from_output(self, so, mro):
-                return super().update_from_output(so.__dict__["_so"], mro)
+            def update_from_output(self, scheduler_output, model_runner_output):
+                return super().update_from_output(scheduler_output.__dict__["_so"], model_runner_output)
 
-        eng = self.core.EngineCore(OldScheduler())
-        client = _InProc(eng)
-        client.add("a", 6, 3)
+        self.patch_module(output, SchedulerOutput=SchedulerOutput, CachedRequestData=CachedRequestData)
         with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            eng = self.core.EngineCore(OldScheduler())
+            client = _InProc(eng)
+            client.add("a", 6, 3)
             for _ in range(4):
                 eng.step_fn()
         self.assertEqual(len(logs.records), 1, logs.output)
-        for what in ("preempted_req_ids", "num_output_tokens"):
+        for what in ("SchedulerOutput.preempted_req_ids", "CachedRequestData.num_output_tokens"):
             self.assertIn(what, logs.output[0])
         # resumed_from_preemption still says who resumed: not missing.
         self.assertNotIn("finished_req_ids", logs.output[0])
@@ -184,6 +198,75 @@ class VLLMTest(HookTest):
         self.assertTrue(all(s["degraded"] for s in steps))
         self.assertEqual([(s["prefill"], s["decode"]) for s in steps], [(1, 0), (0, 1), (0, 1)],
                          "the split still holds where it can be inferred")
+
+    def test_vllm_lacking_a_required_point_gets_one_line_and_no_hook(self):
+        """vLLM 0.8's reading of SchedulerOutput: scheduled_cached_reqs is a
+        list of one CachedRequestData per request (req_id, no req_ids). The
+        attach-time check names what is missing in one line, and the hook
+        stays off: no step is sent, the engine runs as unhooked."""
+        from vllm.v1.core.sched import output
+
+        @dataclasses.dataclass
+        class CachedRequestData:
+            req_id: str
+            resumed_from_preemption: bool
+            num_computed_tokens: int
+
+        self.patch_module(output, CachedRequestData=CachedRequestData)
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            eng = self.core.EngineCore(self.sched.Scheduler())
+            client = _InProc(eng)
+            client.add("a", 6, 3)
+            outs = [eng.step_fn()[0] for _ in range(4)]
+        self.assertEqual(len(logs.records), 1, logs.output)
+        self.assertIn("engine step hook off for vLLM", logs.output[0])
+        self.assertIn("CachedRequestData.req_ids", logs.output[0])
+        self.assertNotIn("Traceback", logs.output[0])
+        self.assertIs(eng.__dict__[vllm_hook._ATTR], False)
+        self.assertNotIn("update_from_output", eng.scheduler.__dict__, "the scheduler is not wrapped")
+        self.assertEqual(self.sender.steps(), [])
+        self.assertEqual(sum(len(e.outputs) for o in outs if o for e in o.values()), 3,
+                         "the engine produced its tokens")
+
+    def test_unexpected_error_in_a_step_turns_the_hook_off_in_one_line(self):
+        """The stand-in of issue 25: a SchedulerOutput that passes the
+        attach-time check but whose scheduled_cached_reqs is a list at run
+        time. The first step's error is one line with no traceback, the
+        hook gives the scheduler its methods back, and the engine's outputs
+        are intact on every step."""
+        class ListScheduler(self.sched.Scheduler):
+            def schedule(self, *a):
+                so = super().schedule(*a)
+                self.last = so
+                return so
+
+            def update_from_output(self, scheduler_output, model_runner_output):
+                return super().update_from_output(scheduler_output, model_runner_output)
+
+        sched = ListScheduler()
+        eng = self.core.EngineCore(sched)
+        client = _InProc(eng)
+        client.add("a", 6, 5)
+        client.add("b", 4, 5)
+        real = sched.schedule  # the hook's wrapper
+
+        def listed(*a):
+            so = real(*a)
+            so.scheduled_cached_reqs = [so.scheduled_cached_reqs]  # an older reading
+            return so
+
+        sched.__dict__["schedule"] = listed
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            outs = [eng.step_fn()[0] for _ in range(6)]
+        self.assertEqual(len(logs.records), 1, logs.output)
+        self.assertRegex(logs.output[0], r"engine step hook off for vLLM .* after an unexpected error in "
+                                         r"vllm step: AttributeError: .*req_ids.* at vllm\.py:\d+")
+        self.assertNotIn("Traceback", logs.output[0])
+        self.assertIsNone(logs.records[0].exc_info)
+        self.assertNotIn("update_from_output", sched.__dict__, "the scheduler's own method is back")
+        self.assertIs(eng.__dict__[vllm_hook._ATTR], False)
+        self.assertEqual(sum(len(e.outputs) for o in outs if o for e in o.values()), 10,
+                         "every token reached the engine's output")
 
     def test_engine_exceptions_propagate_unchanged(self):
         eng = self.core.EngineCore(self.sched.Scheduler())
@@ -202,8 +285,9 @@ class VLLMTest(HookTest):
             out2, _ = eng.step_fn()
         self.assertTrue(executed)
         self.assertEqual(sum(len(e.outputs) for e in out.values()), 1, "the engine's outputs are intact")
-        self.assertEqual(len([r for r in logs.output if "hook failed in vllm step" in r]), 1,
-                         "logged once, not per step")
+        self.assertEqual(sum(len(e.outputs) for e in out2.values()), 1)
+        self.assertEqual(len(logs.records), 1, "one line, not one per step")
+        self.assertIn("hook off for vLLM", logs.output[0])
         self.assertEqual(self.sender.steps(), [])
 
     def test_collector_absent_engine_keeps_running(self):

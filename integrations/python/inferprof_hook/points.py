@@ -1,0 +1,218 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""What the hook patches and reads in each engine: one table, two readers.
+
+The hook checks the table against the live classes once, when it attaches
+to an engine (check(), with hasattr and inspect.signature, never per step),
+and tools/hook_compat.py checks it against each release's source, read with
+ast from the sdist, to write the table in docs/compatibility.md.
+
+A point is (module, class, name, kind, params, required, cost):
+- module: where the class lives, or a tuple of places it lived (newest
+  first); at attach time the class of a live instance is used instead
+  where the hook has one (the engine's scheduler, whatever its class).
+- kind: "method" (a function of the class or a base, whose parameters
+  after self start with params: the names the hook's wrapper takes and
+  passes on), "field" (a dataclass or msgspec field, a class annotation or
+  a class attribute), or "attr" (an instance attribute set in a method,
+  such as self.scheduler in __init__; a property counts).
+  name "a|b" is met by either.
+- required: without it the hook stays off for that engine, and says so in
+  one line; otherwise cost says what the steps lack, and they are marked
+  degraded.
+"""
+
+import dataclasses
+import importlib
+import inspect
+import sys
+
+METHOD, FIELD, ATTR = "method", "field", "attr"
+
+_CORE = "vllm.v1.engine.core"
+_SCHED = ("vllm.v1.core.sched.scheduler", "vllm.v1.core.scheduler")
+_OUTPUT = ("vllm.v1.core.sched.output", "vllm.v1.core.scheduler_output", "vllm.v1.core.scheduler")
+_ENGINE = "vllm.v1.engine"
+_KV = "vllm.v1.core.kv_cache_manager"
+_WORKER = "vllm.v1.executor.multiproc_executor"
+_WRAPPER = ("vllm.v1.worker.worker_base", "vllm.worker.worker_base")
+
+
+class Point(tuple):
+    __slots__ = ()
+    _names = ("module", "cls", "name", "kind", "params", "required", "cost", "part")
+
+    def __new__(cls, module, klass, name, kind, params=(), required=True, cost="", part="engine"):
+        return tuple.__new__(cls, (module, klass, name, kind, tuple(params), required, cost, part))
+
+    module = property(lambda s: s[0])
+    cls = property(lambda s: s[1])
+    name = property(lambda s: s[2])
+    kind = property(lambda s: s[3])
+    params = property(lambda s: s[4])
+    required = property(lambda s: s[5])
+    cost = property(lambda s: s[6])
+    # "engine": the engine step hook; "worker": the executor workers'
+    # launch marks, which a release can lack while its steps still work.
+    part = property(lambda s: s[7])
+
+    def modules(self):
+        return self.module if isinstance(self.module, tuple) else (self.module,)
+
+    def label(self):
+        return "%s.%s" % (self.cls, self.name)
+
+    def describe(self):
+        s = self.label()
+        if self.kind == METHOD:
+            s += "(%s)" % ", ".join(("self",) + self.params)
+        return s
+
+
+# vLLM V1 (vllm.py). The parameter names are those of vLLM's own methods:
+# the wrappers take them under the same names, so a call by keyword still
+# reaches the engine.
+VLLM = (
+    Point(_CORE, "EngineCore", "__init__", METHOD),
+    Point(_CORE, "EngineCore", "step", METHOD),
+    Point(_CORE, "EngineCore", "scheduler", ATTR),
+    Point(_CORE, "EngineCore", "preprocess_add_request", METHOD, ("request",), False,
+          "request ids may stay vLLM's own"),
+    Point(_SCHED, "Scheduler", "schedule", METHOD),
+    Point(_SCHED, "Scheduler", "update_from_output", METHOD, ("scheduler_output", "model_runner_output")),
+    Point(_SCHED, "Scheduler", "running", ATTR, (), False, "queues reported as 0"),
+    Point(_SCHED, "Scheduler", "waiting", ATTR, (), False, "queues reported as 0"),
+    Point(_SCHED, "Scheduler", "kv_cache_manager", ATTR, (), False, "no KV cache usage"),
+    Point(_SCHED, "Scheduler", "requests", ATTR, (), False, "no fallback for request ids"),
+    Point(_KV, "KVCacheManager", "usage", ATTR, (), False, "no KV cache usage"),
+    Point(_OUTPUT, "SchedulerOutput", "scheduled_new_reqs", FIELD),
+    Point(_OUTPUT, "SchedulerOutput", "scheduled_cached_reqs", FIELD),
+    Point(_OUTPUT, "SchedulerOutput", "num_scheduled_tokens", FIELD),
+    Point(_OUTPUT, "SchedulerOutput", "total_num_scheduled_tokens", FIELD),
+    Point(_OUTPUT, "SchedulerOutput", "scheduled_spec_decode_tokens", FIELD, (), False,
+          "draft tokens not told apart"),
+    Point(_OUTPUT, "SchedulerOutput", "finished_req_ids", FIELD, (), False,
+          "ids leave the table only at its limit"),
+    Point(_OUTPUT, "SchedulerOutput", "preempted_req_ids", FIELD, (), False, "no preemptions"),
+    Point(_OUTPUT, "NewRequestData", "req_id", FIELD),
+    # One CachedRequestData for all cached requests, with per-request lists;
+    # releases before it had a list of one CachedRequestData per request.
+    Point(_OUTPUT, "CachedRequestData", "req_ids", FIELD),
+    Point(_OUTPUT, "CachedRequestData", "resumed_req_ids|resumed_from_preemption", FIELD, (), False,
+          "no resumptions"),
+    Point(_OUTPUT, "CachedRequestData", "num_output_tokens", FIELD, (), False,
+          "prefill/decode split from scheduled token counts alone"),
+    Point(_ENGINE, "EngineCoreOutputs", "outputs", FIELD),
+    Point(_ENGINE, "EngineCoreOutput", "request_id", FIELD),
+    Point(_ENGINE, "EngineCoreOutput", "new_token_ids", FIELD),
+    Point(_ENGINE, "EngineCoreRequest", "request_id", ATTR, (), False, "request ids may stay vLLM's own"),
+    Point(_ENGINE, "EngineCoreRequest", "external_req_id", ATTR, (), False, "request ids may stay vLLM's own"),
+    Point(_WORKER, "WorkerProc", "__init__", METHOD, (), True, "", "worker"),
+    Point(_WORKER, "WorkerProc", "worker", ATTR, (), True, "", "worker"),
+    Point(_WRAPPER, "WorkerWrapperBase", "execute_model", METHOD, ("scheduler_output",), True, "", "worker"),
+    Point(_WRAPPER, "WorkerWrapperBase", "sample_tokens", METHOD, (), False,
+          "a batch's mark ends with execute_model", "worker"),
+)
+
+
+def find_class(point, instances=None):
+    """The class a point is about: the class of a live instance the hook
+    holds (instances maps class names to objects), else the class in the
+    first of its modules already imported or importable; None if none."""
+    if instances and point.cls in instances:
+        obj = instances[point.cls]
+        return None if obj is None else (obj if isinstance(obj, type) else type(obj))
+    for name in point.modules():
+        mod = sys.modules.get(name)
+        if mod is None:
+            try:
+                mod = importlib.import_module(name)
+            except Exception:
+                continue
+        cls = getattr(mod, point.cls, None)
+        if isinstance(cls, type):
+            return cls
+    return None
+
+
+def _fields(cls):
+    names = set()
+    if dataclasses.is_dataclass(cls):
+        names.update(f.name for f in dataclasses.fields(cls))
+    names.update(getattr(cls, "__struct_fields__", ()))  # msgspec.Struct
+    for k in cls.__mro__:
+        names.update(k.__dict__.get("__annotations__", ()))
+    return names
+
+
+def _params(fn):
+    """Parameter names of fn after self, and whether it takes *args."""
+    sig = inspect.signature(fn)
+    ps = list(sig.parameters.values())
+    if ps and ps[0].name == "self":
+        ps = ps[1:]
+    names = tuple(p.name for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return names, any(p.kind == p.VAR_POSITIONAL for p in ps)
+
+
+def problem(point, cls, instance=None):
+    """What of point a live class (or instance) does not offer, as the
+    missing name; None if it offers it all."""
+    if cls is None:
+        return "%s (in %s)" % (point.cls, " or ".join(point.modules()))
+    names = point.name.split("|")
+    if point.kind == METHOD:
+        for n in names:
+            fn = getattr(cls, n, None)
+            if callable(fn):
+                break
+        else:
+            return point.label()
+        if point.params:
+            try:
+                got, varargs = _params(fn)
+            except (TypeError, ValueError):
+                return None  # a builtin or C method: nothing to read
+            if got[:len(point.params)] != point.params and not (varargs and not got):
+                return "%s (it takes (self, %s))" % (point.describe(), ", ".join(got))
+        return None
+    if point.kind == FIELD:
+        have = _fields(cls)
+        if any(n in have or hasattr(cls, n) for n in names):
+            return None
+        return point.label()
+    # ATTR: on the instance when the hook has one; a class without one can
+    # only show a property or class attribute, so it is not judged.
+    if instance is not None:
+        if any(hasattr(instance, n) for n in names):
+            return None
+        return point.label()
+    return None
+
+
+def check(points, instances=None, part="engine"):
+    """Checks points of one part against the live classes; returns
+    (required problems, optional problems as "problem (cost)"), each listed
+    once."""
+    req, opt = [], []
+    for p in points:
+        if p.part != part:
+            continue
+        inst = instances.get(p.cls) if instances else None
+        if inst is not None and isinstance(inst, type):
+            inst = None
+        try:
+            why = problem(p, find_class(p, instances), inst)
+        except Exception as e:  # the check must never stop the engine
+            why = "%s (%s when checked)" % (p.label(), type(e).__name__)
+        if why is None:
+            continue
+        if p.required:
+            if why not in req:
+                req.append(why)
+        else:
+            s = "%s (%s)" % (why, p.cost)
+            if s not in opt:
+                opt.append(s)
+    return req, opt
