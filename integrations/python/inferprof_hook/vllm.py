@@ -530,7 +530,8 @@ def _wrap_worker_init(fn):
         fn(self, *args, **kwargs)
         try:
             req, _ = points.check(points.VLLM, {
-                "WorkerProc": self, "WorkerWrapperBase": getattr(self, "worker", None)}, part="worker")
+                "WorkerProc": self, "WorkerWrapperBase": getattr(self, "worker", None),
+                "Worker": getattr(getattr(self, "worker", None), "worker", None)}, part="worker")
             if req:
                 _state.off("vLLM executor workers", _state.version("vllm"), CHECKED, req)
             else:

@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/request.py: the engine-side Request and RequestStatus.
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 Follows the fields vllm-project/vllm's scheduler (v1/core/sched/scheduler.py
 @00024d31) uses: num_computed_tokens, num_output_placeholders (async

@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/engine/__init__.py: EngineCoreRequest, EngineCoreOutput(s).
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 EngineCoreRequest carries request_id (the engine's own id once
 InputProcessor.assign_request_id ran) and external_req_id (the API id); the

@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/engine/core.py (vllm-project/vllm @00080ee1).
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 The call structure is the real one:
 - EngineCore.__init__ builds the scheduler and binds self.step_fn to step,

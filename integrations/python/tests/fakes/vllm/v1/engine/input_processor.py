@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/engine/input_processor.py (vllm-project/vllm @009daaee),
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 InputProcessor.assign_request_id: the API id moves to external_req_id and
 the engine's id becomes f"{external}-{random8}"."""
 

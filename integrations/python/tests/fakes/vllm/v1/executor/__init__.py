@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """The GPU of the fake vLLM engine: execute_model and sample_tokens as
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 EngineCore calls them (vllm/v1/engine/core.py @00080ee1), returning futures.
 
 It stands for vLLM's UniProcExecutor (vllm/v1/executor/uniproc_executor.py

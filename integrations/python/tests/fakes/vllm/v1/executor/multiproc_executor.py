@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/executor/multiproc_executor.py (vllm-project/vllm
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 @00f6c9bf; the async output thread and the ordered futures of later
 versions, as described in its current form: handle_output /
 async_output_busy_loop, FutureWrapper).

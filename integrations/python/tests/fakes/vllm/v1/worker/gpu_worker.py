@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/worker/gpu_worker.py's Worker (vllm-project/vllm
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 @0012cf69, with the execute_model/sample_tokens split of WorkerBase at
 @02432253): execute_model runs the model runner's forward and returns None
 when sampling follows in sample_tokens; a batch with nothing scheduled

@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/worker/worker_base.py (vllm-project/vllm @02432253).
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 WorkerWrapperBase is what an executor holds for each worker: init_worker
 builds the worker class, execute_model is its own method (it applies the

@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/core/sched/output.py (vllm-project/vllm @00e8f1fd).
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 The fields the hook reads, with the real names and meanings:
 SchedulerOutput.scheduled_new_reqs (NewRequestData), scheduled_cached_reqs

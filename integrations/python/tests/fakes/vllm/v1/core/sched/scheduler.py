@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of vllm/v1/core/sched/scheduler.py (vllm-project/vllm @00024d31).
+Checked against vLLM 0.32.0 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 The parts the hook depends on follow the real Scheduler:
 - schedule(): running requests first, each getting
