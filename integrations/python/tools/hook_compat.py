@@ -216,7 +216,8 @@ def _differ(p, fake, real):
                 want = tuple(rm) if n in WRAPPED else p.params
                 have = tuple(fm) if n in WRAPPED else tuple(fm[:len(p.params)])
                 if have != want:
-                    yield ("the fake takes (self, %s)" % ", ".join(fm), "takes (self, %s)" % ", ".join(rm))
+                    yield ("the fake takes (%s)" % ", ".join(("self",) + tuple(fm)),
+                           "takes (%s)" % ", ".join(("self",) + tuple(rm)))
         return
     for n in names:
         if p.kind == points.FIELD:
