@@ -16,8 +16,10 @@ A point is (module, class, name, kind, params, required, cost):
   after self start with params: the names the hook's wrapper takes and
   passes on), "field" (a dataclass or msgspec field, a class annotation or
   a class attribute), or "attr" (an instance attribute set in a method,
-  such as self.scheduler in __init__; a property counts).
-  name "a|b" is met by either.
+  such as self.scheduler in __init__; a property counts), or "func" (a
+  function of the module; cls is ""). name "a|b" is met by either.
+- group: points of one group are met when any of them is (the same thing
+  kept in different places by different releases).
 - required: True: without it the hook stays off for that engine, and says
   so in one line; False: cost says what the steps lack, and they are marked
   degraded; None: read where present, and nothing is lost without it (cost
@@ -29,7 +31,7 @@ import importlib
 import inspect
 import sys
 
-METHOD, FIELD, ATTR = "method", "field", "attr"
+METHOD, FIELD, ATTR, FUNC = "method", "field", "attr", "func"
 
 _CORE = "vllm.v1.engine.core"
 _SCHED = ("vllm.v1.core.sched.scheduler", "vllm.v1.core.scheduler")
@@ -44,10 +46,10 @@ _GPU_WORKER = "vllm.v1.worker.gpu_worker"
 
 class Point(tuple):
     __slots__ = ()
-    _names = ("module", "cls", "name", "kind", "params", "required", "cost", "part")
+    _names = ("module", "cls", "name", "kind", "params", "required", "cost", "part", "group")
 
-    def __new__(cls, module, klass, name, kind, params=(), required=True, cost="", part="engine"):
-        return tuple.__new__(cls, (module, klass, name, kind, tuple(params), required, cost, part))
+    def __new__(cls, module, klass, name, kind, params=(), required=True, cost="", part="engine", group=""):
+        return tuple.__new__(cls, (module, klass, name, kind, tuple(params), required, cost, part, group))
 
     module = property(lambda s: s[0])
     cls = property(lambda s: s[1])
@@ -59,11 +61,14 @@ class Point(tuple):
     # "engine": the engine step hook; "worker": the executor workers'
     # launch marks, which a release can lack while its steps still work.
     part = property(lambda s: s[7])
+    group = property(lambda s: s[8])
 
     def modules(self):
         return self.module if isinstance(self.module, tuple) else (self.module,)
 
     def label(self):
+        if self.kind == FUNC:
+            return "%s.%s()" % (self.modules()[0], self.name)
         return "%s.%s" % (self.cls, self.name)
 
     def describe(self):
@@ -119,8 +124,52 @@ VLLM = (
     # execute_model, or its __getattr__, which hands the worker's.
     Point(_WRAPPER, "WorkerWrapperBase", "execute_model|__getattr__", METHOD, (), True, "", "worker"),
     Point(_GPU_WORKER, "Worker", "execute_model", METHOD, ("scheduler_output",), True, "", "worker"),
-    Point(_GPU_WORKER, "Worker", "sample_tokens", METHOD, (), False,
-          "a batch's mark ends with execute_model", "worker"),
+    # Releases without it sample in execute_model, which then ends the mark.
+    Point(_GPU_WORKER, "Worker", "sample_tokens", METHOD, (), None,
+          "execute_model samples there", "worker"),
+)
+
+_SG = ("sglang.srt.managers.scheduler",)
+_SG_BATCH = "sglang.srt.managers.schedule_batch"
+_SG_MODE = "sglang.srt.model_executor.forward_batch_info"
+_SG_THREAD = "sglang.srt.managers.tp_worker_overlap_thread"
+
+# SGLang (sglang.py): what it wraps on Scheduler, and what it reads on the
+# batch, its requests and the scheduler at the first step.
+SGLANG = (
+    Point(_SG, "Scheduler", "run_batch", METHOD, ("batch",)),
+    Point(_SG, "Scheduler", "process_batch_result", METHOD, ("batch",)),
+    Point(_SG, "Scheduler", "update_running_batch", METHOD, (), False, "no retractions"),
+    Point(_SG, "Scheduler", "get_next_batch_to_run", METHOD, (), False, "no preparation launch window"),
+    # Releases without it have no delayed sampling: run_batch samples.
+    Point(_SG, "Scheduler", "launch_batch_sample_if_needed", METHOD, ("batch_result",), None,
+          "no delayed sampling there"),
+    # The ranks: on the scheduler (self.ps, or tp_rank and the like before
+    # ParallelState), or process-wide from 0.5.21.
+    Point(_SG, "Scheduler", "ps|tp_rank", ATTR, (), False, "every rank may report", group="ranks"),
+    Point("sglang.srt.runtime_context", "", "get_parallel", FUNC, (), False, "every rank may report",
+          group="ranks"),
+    Point(_SG, "Scheduler", "running_batch", ATTR, (), False, "queues reported as 0"),
+    Point(_SG, "Scheduler", "waiting_queue", ATTR, (), False, "queues reported as 0"),
+    Point(_SG, "Scheduler", "max_total_num_tokens", ATTR, (), False, "no KV cache usage"),
+    Point(_SG, "Scheduler", "token_to_kv_pool_allocator", ATTR, (), False, "no KV cache usage"),
+    Point(_SG, "Scheduler", "tree_cache", ATTR, (), False, "no KV cache usage"),
+    Point(_SG_BATCH, "ScheduleBatch", "reqs", FIELD),
+    Point(_SG_BATCH, "ScheduleBatch", "forward_mode", FIELD),
+    Point(_SG_BATCH, "ScheduleBatch", "extend_num_tokens", FIELD, (), False,
+          "prefill steps report 0 scheduled tokens"),
+    Point(_SG_BATCH, "ScheduleBatch", "decoding_reqs", FIELD, (), False, "mixed chunks count as prefill"),
+    Point(_SG_BATCH, "Req", "rid", ATTR),
+    Point(_SG_BATCH, "Req", "output_ids", ATTR, (), False, "no tokens"),
+    Point(_SG_BATCH, "Req", "finished_reason", ATTR),
+    Point(_SG_BATCH, "Req", "finished", METHOD),
+    Point(_SG_MODE, "ForwardMode", "is_decode", METHOD),
+    Point(_SG_MODE, "ForwardMode", "is_extend", METHOD),
+    # Releases with the forward on TpModelWorkerClient's thread (to 0.5.3):
+    # the hook swaps the module's Queue, whose get the thread loops on.
+    Point(_SG_THREAD, "", "Queue", FUNC, (), True, "", "thread"),
+    Point(_SG_THREAD, "TpModelWorkerClient", "forward_thread_func_", METHOD, (), True, "", "thread"),
+    Point(_SG_THREAD, "TpModelWorkerClient", "input_queue", ATTR, (), True, "", "thread"),
 )
 
 
@@ -167,6 +216,12 @@ def _params(fn):
 def problem(point, cls, instance=None):
     """What of point a live class (or instance) does not offer, as the
     missing name; None if it offers it all."""
+    if point.kind == FUNC:
+        for m in point.modules():
+            mod = sys.modules.get(m)
+            if mod is not None and callable(getattr(mod, point.name, None)):
+                return None
+        return point.label()
     if cls is None:
         return "%s (in %s)" % (point.cls, " or ".join(point.modules()))
     names = point.name.split("|")
@@ -203,24 +258,46 @@ def check(points, instances=None, part="engine"):
     """Checks points of one part against the live classes; returns
     (required problems, optional problems as "problem (cost)"), each listed
     once."""
-    req, opt = [], []
+    return judge(points, lambda p: _live(p, instances), part)
+
+
+def _live(p, instances):
+    inst = instances.get(p.cls) if instances else None
+    if inst is not None and isinstance(inst, type):
+        inst = None
+    try:
+        return problem(p, find_class(p, instances), inst)
+    except Exception as e:  # the check must never stop the engine
+        return "%s (%s when checked)" % (p.label(), type(e).__name__)
+
+
+def judge(points, problem_of, part="engine"):
+    """(required problems, optional problems with their cost) of one part,
+    problem_of(point) saying what each lacks (None: nothing). A group's
+    points are met when any one is, and fail as one "a or b"."""
+    req, opt, groups = [], [], {}
     for p in points:
         if p.part != part or p.required is None:
             continue
-        inst = instances.get(p.cls) if instances else None
-        if inst is not None and isinstance(inst, type):
-            inst = None
-        try:
-            why = problem(p, find_class(p, instances), inst)
-        except Exception as e:  # the check must never stop the engine
-            why = "%s (%s when checked)" % (p.label(), type(e).__name__)
-        if why is None:
+        why = problem_of(p)
+        if p.group:
+            g = groups.setdefault(p.group, [p, []])
+            if g[1] is not None:
+                g[1] = None if why is None else g[1] + [why]
             continue
-        if p.required:
-            if why not in req:
-                req.append(why)
-        else:
-            s = "%s (%s)" % (why, p.cost)
-            if s not in opt:
-                opt.append(s)
+        _add(p, why, req, opt)
+    for p, whys in groups.values():
+        _add(p, " or ".join(whys) if whys else None, req, opt)
     return req, opt
+
+
+def _add(p, why, req, opt):
+    if why is None:
+        return
+    if p.required:
+        if why not in req:
+            req.append(why)
+    else:
+        s = "%s (%s)" % (why, p.cost)
+        if s not in opt:
+            opt.append(s)

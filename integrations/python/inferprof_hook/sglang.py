@@ -50,6 +50,7 @@ closes the thread's previous one (patch_overlap_thread).
 import collections
 import functools
 import operator
+import sys
 import threading
 import time
 
@@ -146,17 +147,44 @@ def patch(module):
     return wrapped
 
 
+def _parallel_context():
+    """SGLang 0.5.21 and later keep the ranks process-wide, in
+    sglang.srt.runtime_context.get_parallel() (a ParallelContext whose
+    unpublished names raise), not on the scheduler; None before."""
+    mod = sys.modules.get("sglang.srt.runtime_context")
+    fn = getattr(mod, "get_parallel", None)
+    if fn is None:
+        return None
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def _read(obj, name, default):
+    try:
+        return getattr(obj, name)
+    except Exception:
+        return default
+
+
 def _ranks(sched):
     """(reports, engine index, what is missing) for one scheduler."""
     ps = getattr(sched, "ps", None)
+    if ps is None:
+        ps = _parallel_context()
+        if ps is not None and (_read(ps, "attn_tp_rank", None) is None or _read(ps, "pp_rank", None) is None):
+            ps = None  # not published in this process
     if ps is not None:
-        attn_tp, cp, pp = ps.attn_tp_rank, ps.attn_cp_rank, ps.pp_rank
-        attn_dp, attn_dp_size, dp = ps.attn_dp_rank, ps.attn_dp_size, ps.dp_rank
+        attn_tp, pp = _read(ps, "attn_tp_rank", 0), _read(ps, "pp_rank", 0)
+        cp = _read(ps, "attn_cp_rank", 0)
+        attn_dp, attn_dp_size = _read(ps, "attn_dp_rank", 0), _read(ps, "attn_dp_size", None)
+        dp = _read(ps, "dp_rank", None)
     else:
         # SGLang before ParallelState kept the ranks on the scheduler.
         tp = getattr(sched, "tp_rank", None)
         if tp is None:
-            return True, 0, ["Scheduler.ps and tp_rank (every rank may report)"]
+            return True, 0, ["Scheduler.ps, tp_rank and get_parallel() (every rank may report)"]
         attn_tp = getattr(sched, "attn_tp_rank", tp)
         cp = getattr(sched, "attn_cp_rank", 0)
         pp = getattr(sched, "pp_rank", 0)
@@ -217,17 +245,21 @@ def _wrap_sample(fn):
     time_ns = time.time_ns
     thread = _state.thread
 
+    # SGLang 0.5.3.post2 to 0.5.15.post1 take (batch_result) alone and read
+    # self.cur_batch; later releases pass cur_batch (hook_compat.py). The
+    # wrapper takes either and passes on exactly what it was given.
     @functools.wraps(fn)
-    def launch_batch_sample_if_needed(self, batch_result, cur_batch, *args, **kwargs):
+    def launch_batch_sample_if_needed(self, batch_result, *args, **kwargs):
         st = self.__dict__.get(_ATTR)
         if st is None:
             st = _state_of(self)
         # Only a delayed sample launches anything (delay_sample_func).
         if st is False or not st.windows or getattr(batch_result, "delay_sample_func", None) is None:
-            return fn(self, batch_result, cur_batch, *args, **kwargs)
+            return fn(self, batch_result, *args, **kwargs)
+        cur_batch = args[0] if args else kwargs.get("cur_batch", getattr(self, "cur_batch", None))
         t0 = time_ns()
         try:
-            return fn(self, batch_result, cur_batch, *args, **kwargs)
+            return fn(self, batch_result, *args, **kwargs)
         finally:
             q = st.launched
             if q and q[-1].batch is cur_batch and len(q[-1].windows) < wire.MAX_WINDOWS:

@@ -156,7 +156,7 @@ class HookCompatTest(unittest.TestCase):
         d = releases.release_dir("vllm", version)
         write(d, files)
         with open(os.path.join(d, ".sha256"), "w") as f:
-            f.write("0  test\n")  # complete: fetch() reads the cache, no network
+            f.write("0  test keep=%s\n" % releases._keep_key("vllm"))  # complete: no network
 
     def check(self, version):
         return hook_compat.check_release("vllm", version, log=lambda m: None)

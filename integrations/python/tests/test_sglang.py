@@ -51,6 +51,32 @@ class SGLangTest(HookTest):
             self.assertGreaterEqual(s["start_ns"], prev["end_ns"])
         self.assertGreaterEqual(steps[-1]["end_ns"] - steps[0]["start_ns"], len(steps) * 5_000_000)
 
+    def test_delayed_sample_of_releases_that_read_cur_batch_from_self(self):
+        """SGLang 0.5.3.post2 to 0.5.15.post1 define
+        launch_batch_sample_if_needed(self, batch_result) and read
+        self.cur_batch (hook_compat.py found the signature): the wrapper
+        must call them with exactly what it got, and still find the batch."""
+        calls = []
+
+        def one_arg(self, batch_result):
+            calls.append(batch_result)
+            return batch_result
+
+        wrapped = sglang_hook._wrap_sample(one_arg)
+        sched = object.__new__(self.s.Scheduler)
+        st = sglang_hook._Step(object(), [], 0)
+        sched.__dict__[sglang_hook._ATTR] = st
+        batch = object()
+        launch = sglang_hook._Launch(batch, [], 0)
+        st.launched.append(launch)
+        sched.cur_batch = batch
+        result = self.s.GenerationBatchResult(0, None)
+        self.assertIs(wrapped(sched, result), result, "no delayed sample: passed through")
+        result.delay_sample_func = lambda: result
+        self.assertIs(wrapped(sched, result), result)
+        self.assertEqual(calls, [result, result])
+        self.assertEqual(len(launch.windows), 1, "the delayed sample is a launch window of self.cur_batch")
+
     def test_normal_loop(self):
         truth = drive.sglang_scenario(normal=True)
         self.assertEqual([made_of(s) for s in self.sender.steps()], expected(truth))
@@ -70,6 +96,44 @@ class SGLangTest(HookTest):
             self.assertEqual([made_of(s) for s in got[index]], expected(want), index)
             prefix = "g%d-" % index
             self.assertTrue(all(r.startswith(prefix) for s in got[index] for r in s["request_ids"]))
+
+    def test_ranks_from_the_process_wide_parallel_context(self):
+        """SGLang 0.5.21 to 0.5.23 keep no ranks on the scheduler: they are
+        in sglang.srt.runtime_context.get_parallel(), a ParallelContext
+        whose names not published raise RuntimeError (runtime_context.py
+        of 0.5.23, read by hook_compat.py)."""
+        import sys
+        import types
+
+        class ParallelContext:
+            def __init__(self, **ranks):
+                self._ranks = ranks
+
+            def __getattr__(self, name):
+                if name.startswith("_"):
+                    raise AttributeError(name)
+                if name in self._ranks:
+                    return self._ranks[name]
+                raise RuntimeError("parallel name %r has not been written in this process" % name)
+
+        mod = types.ModuleType("sglang.srt.runtime_context")
+        ctx = [None]
+        mod.get_parallel = lambda: ctx[0]
+        self.addCleanup(sys.modules.pop, mod.__name__, None)
+        sys.modules[mod.__name__] = mod
+
+        class Sched:
+            server_args = None
+
+        ranks = dict(attn_tp_rank=0, pp_rank=0, attn_cp_rank=0, attn_dp_rank=1, attn_dp_size=2)
+        ctx[0] = ParallelContext(**ranks)
+        self.assertEqual(sglang_hook._ranks(Sched()), (True, 1, []), "attention DP rank 1 reports as engine 1")
+        ctx[0] = ParallelContext(**dict(ranks, attn_tp_rank=1))
+        self.assertEqual(sglang_hook._ranks(Sched())[0], False, "attention TP rank 1 does not report")
+        ctx[0] = ParallelContext()  # nothing published: as before, every rank reports, degraded
+        reports, index, missing = sglang_hook._ranks(Sched())
+        self.assertEqual((reports, index), (True, 0))
+        self.assertIn("get_parallel()", missing[0])
 
     def test_only_rank_zero_of_attention_tp_cp_and_pp_reports(self):
         args = self.s.ServerArgs(tp_size=2)

@@ -44,9 +44,19 @@ RELEASES = {
         "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0",
         "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
     ),
+    # 0.5.x, the releases of the Scheduler.run_batch/process_batch_result
+    # loop the hook was written on, to the newest on PyPI.
+    "sglang": (
+        "0.5.1", "0.5.1.post1", "0.5.1.post2", "0.5.1.post3", "0.5.2", "0.5.3", "0.5.3.post1",
+        "0.5.3.post2", "0.5.3.post3", "0.5.4", "0.5.4.post1", "0.5.4.post2", "0.5.4.post3", "0.5.5",
+        "0.5.5.post1", "0.5.5.post2", "0.5.5.post3", "0.5.6", "0.5.6.post1", "0.5.6.post2", "0.5.7",
+        "0.5.8", "0.5.8.post1", "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1",
+        "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18",
+        "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23",
+    ),
 }
-TABLES = {"vllm": points.VLLM}
-NAMES = {"vllm": "vLLM"}
+TABLES = {"vllm": points.VLLM, "sglang": points.SGLANG}
+NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 DOC = os.path.join(REPO, "docs", "compatibility.md")
 FAKES = os.path.join(PYROOT, "tests", "fakes")
 # A fake module cites the release it was checked against in this form.
@@ -55,7 +65,9 @@ CITE = re.compile(r"Checked against (vLLM|SGLang) (\d+(?:\.\d+)+(?:\.post\d+)?)"
 # Methods the hook wraps or calls through, whose whole positional
 # parameter list a fake must share with the release (constructors differ
 # on purpose: the fakes take test knobs).
-WRAPPED = {"schedule", "update_from_output", "preprocess_add_request", "execute_model", "sample_tokens", "step"}
+WRAPPED = {"schedule", "update_from_output", "preprocess_add_request", "execute_model", "sample_tokens", "step",
+           "run_batch", "process_batch_result", "update_running_batch", "get_next_batch_to_run",
+           "launch_batch_sample_if_needed"}
 
 
 def find(index, point):
@@ -69,6 +81,9 @@ def find(index, point):
 
 def problem(index, point):
     """What a release's source lacks of point; None when it has it."""
+    if point.kind == points.FUNC:
+        ok = any(index.func(m, point.name) for m in point.modules())
+        return None if ok else point.label()
     found = find(index, point)
     if found is None:
         return "%s (in %s)" % (point.cls, " or ".join(point.modules()))
@@ -96,29 +111,28 @@ def problem(index, point):
 
 
 def check_release(engine, version, log):
-    """{"engine": (required, optional), "worker": (...)} for one release."""
+    """{part: (required, optional, harmless absences)} for one release,
+    judged by the rules the hook applies at attach time (points.judge)."""
     root = releases.fetch(engine, version, log=log)
     index = srcindex.Index(root)
     out = {}
-    for p in TABLES[engine]:
-        req, opt, notes = out.setdefault(p.part, ([], [], []))
-        why = problem(index, p)
-        if why is None:
+    table_ = TABLES[engine]
+    for part in sorted({p.part for p in table_}):
+        if part != "engine" and not any(index.path(m) for p in table_ if p.part == part for m in p.modules()):
+            out[part] = None  # a release without that part at all
             continue
-        if p.required is None:
-            notes.append("no `%s` (harmless: %s)" % (why, p.cost))
-        elif p.required:
-            if why not in req:
-                req.append(why)
-        else:
-            s = "%s (%s)" % (why, p.cost)
-            if s not in opt:
-                opt.append(s)
+        req, opt = points.judge(table_, lambda p: problem(index, p), part)
+        notes = ["no `%s` (harmless: %s)" % (why, p.cost) for p in table_
+                 if p.part == part and p.required is None for why in [problem(index, p)] if why]
+        out[part] = (req, opt, notes)
     return out
 
 
 def verdict(result, part):
-    """("off", "degraded" or "yes", what is missing, harmless absences)."""
+    """("off", "degraded", "yes" or "none" (no such part), what is missing,
+    harmless absences)."""
+    if part in result and result[part] is None:
+        return "none", [], []
     req, opt, notes = result.get(part, ([], [], []))
     if req:
         return "off", req, notes
@@ -127,26 +141,29 @@ def verdict(result, part):
     return "yes", [], notes
 
 
+# The columns after the engine's own, by part of the patch table.
+PARTS = (("worker", "executor workers' launch marks"), ("thread", "forward thread's launch windows"))
+
+
 def table(engine, results):
     """The markdown for the docs: consecutive releases with the same result
     share a row."""
     name = NAMES[engine]
+    parts = [(k, t) for k, t in PARTS if any(p.part == k for p in TABLES[engine])]
     rows = []
     for v in RELEASES[engine]:
-        key = (verdict(results[v], "engine"), verdict(results[v], "worker"))
+        key = tuple(verdict(results[v], k) for k in ["engine"] + [k for k, _ in parts])
         if rows and rows[-1][1] == key:
             rows[-1][0].append(v)
         else:
             rows.append(([v], key))
-    lines = [
-        "| %s releases | engine step hook | what the hook lacks there | executor workers' launch marks |" % name,
-        "|---|---|---|---|",
-    ]
-    for vs, ((ev, ew, en), (wv, ww, _)) in rows:
+    lines = ["| %s releases | engine step hook | what the hook lacks there |%s" % (
+        name, "".join(" %s |" % t for _, t in parts)), "|---|---|---|" + "---|" * len(parts)]
+    for vs, ((ev, ew, en), *others) in rows:
         span = vs[0] if len(vs) == 1 else "%s to %s (%d releases)" % (vs[0], vs[-1], len(vs))
         what = "; ".join(["`%s`" % w for w in ew] + list(en)) or "nothing"
-        worker = wv if not ww else "%s: %s" % (wv, "; ".join("`%s`" % w for w in ww))
-        lines.append("| %s | %s | %s | %s |" % (span, ev, what, worker))
+        cells = ["%s: %s" % (v, "; ".join("`%s`" % w for w in ws)) if ws else v for v, ws, _ in others]
+        lines.append("| %s | %s | %s |%s" % (span, ev, what, "".join(" %s |" % c for c in cells)))
     return "\n".join(lines) + "\n"
 
 

@@ -32,7 +32,7 @@ KEEP = {
     "sglang": ("sglang", ("sglang/srt/managers/", "sglang/srt/observability/", "sglang/srt/tracing/",
                           "sglang/srt/distributed/parallel_state_wrapper.py",
                           "sglang/srt/layers/dp_attention.py", "sglang/srt/model_executor/forward_batch_info.py",
-                          "sglang/srt/mem_cache/", "sglang/version.py")),
+                          "sglang/srt/mem_cache/", "sglang/srt/runtime_context", "sglang/version.py")),
 }
 
 
@@ -40,10 +40,22 @@ def release_dir(engine, version):
     return os.path.join(CACHE, engine + "-releases", version)
 
 
+def _keep_key(engine):
+    """Names the KEEP list in the cache marker, so a release kept with
+    another list is fetched again."""
+    return hashlib.sha256(repr(KEEP[engine]).encode()).hexdigest()[:12]
+
+
 def cached(engine, version):
-    """The release's source folder if it is complete in the cache, else None."""
+    """The release's source folder if it is complete in the cache (kept
+    with the current KEEP list), else None."""
     d = release_dir(engine, version)
-    return d if os.path.isfile(os.path.join(d, ".sha256")) else None
+    try:
+        with open(os.path.join(d, ".sha256")) as f:
+            marker = f.read()
+    except OSError:
+        return None
+    return d if "keep=" + _keep_key(engine) in marker else None
 
 
 class _Pip:
@@ -117,7 +129,7 @@ def fetch(engine, version, log=print):
         shutil.rmtree(part, ignore_errors=True)
         n = _extract(path, part, keep)
         with open(os.path.join(part, ".sha256"), "w") as f:
-            f.write("%s  %s\n" % (digest, link.filename))
+            f.write("%s  %s keep=%s\n" % (digest, link.filename, _keep_key(engine)))
         shutil.rmtree(d, ignore_errors=True)
         os.rename(part, d)
     log("fetched %s (%d files kept)" % (link.filename, n))

@@ -132,7 +132,8 @@ class Index:
         return None
 
     def module(self, module):
-        """(classes by name, imports: local name -> (module, name)) or None."""
+        """(classes by name, imports: local name -> (module, name), module
+        functions) or None."""
         if module in self._mods:
             return self._mods[module]
         p = self.path(module)
@@ -140,11 +141,13 @@ class Index:
         if p is not None:
             with open(p, "rb") as f:
                 tree = ast.parse(f.read(), p)
-            classes, imports = {}, {}
+            classes, imports, funcs = {}, {}, set()
             pkg = module if p.endswith("__init__.py") else module.rpartition(".")[0]
             for st in tree.body:
                 if isinstance(st, ast.ClassDef):
                     classes[st.name] = ClassInfo(self, module, st)
+                elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    funcs.add(st.name)
                 elif isinstance(st, ast.ImportFrom):
                     src = st.module or ""
                     if st.level:
@@ -153,7 +156,7 @@ class Index:
                         src = ".".join(up + ([src] if src else []))
                     for a in st.names:
                         imports[a.asname or a.name] = (src, a.name)
-            got = (classes, imports)
+            got = (classes, imports, funcs)
         self._mods[module] = got
         return got
 
@@ -162,13 +165,27 @@ class Index:
         m = self.module(module)
         if m is None or depth > 8:
             return None
-        classes, imports = m
+        classes, imports, _ = m
         if name in classes:
             return classes[name]
         if name in imports:
             src, orig = imports[name]
             return self.cls(src, orig, depth + 1)
         return None
+
+    def func(self, module, name, depth=0):
+        """Whether module defines (or imports) a function called name."""
+        m = self.module(module)
+        if m is None or depth > 8:
+            return False
+        if name in m[2]:
+            return True
+        if name in m[1]:
+            src, orig = m[1][name]
+            # Imported from outside the tree (the standard library): there.
+            return self.module(src) is None or self.func(src, orig, depth + 1) or \
+                self.cls(src, orig) is not None
+        return False
 
     def resolve(self, module, base):
         if isinstance(base, ast.Name):

@@ -1,7 +1,9 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of sglang/srt/distributed/parallel_state_wrapper.py (sgl-project/sglang
-@1763e085): the frozen ParallelState the Scheduler keeps as self.ps."""
+@1763e085): the frozen ParallelState the Scheduler keeps as self.ps.
+Checked against SGLang 0.5.20 (the classes the hook reads: tools/hook_compat.py --fakes).
+"""
 
 from dataclasses import dataclass
 from typing import Optional

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fake of sglang/srt/layers/dp_attention.py compute_dp_attention_world_info,
 as Scheduler.__init__ (scheduler.py @0003215c) calls it: the rank layout is
-(dp, cp, tp), tp changing fastest."""
+(dp, cp, tp), tp changing fastest.
+Checked against SGLang 0.5.20 (the classes the hook reads: tools/hook_compat.py --fakes).
+"""
 
 
 def compute_dp_attention_world_info(enable_dp_attention, tp_rank, tp_size, dp_size, attn_cp_size=1):

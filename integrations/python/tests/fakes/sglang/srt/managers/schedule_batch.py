@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of sglang/srt/managers/schedule_batch.py (sgl-project/sglang @fd3907ee).
+Checked against SGLang 0.5.20 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 What the hook depends on follows the real file:
 - ScheduleBatch.copy() builds a new batch from reqs (the same list object),

@@ -1,6 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 """Fake of sglang/srt/managers/scheduler.py (sgl-project/sglang @0003215c).
+Checked against SGLang 0.5.20 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 The call structure is the real one:
 - __init__ computes the attention-TP/DP ranks with

@@ -3,6 +3,7 @@
 """Fake of sglang/srt/managers/tp_worker_overlap_thread.py
 (sgl-project/sglang @0045f98e): the overlap scheduler of SGLang before the
 future-map overlap, with the forward on a thread of its own.
+Checked against SGLang 0.5.3 (the classes the hook reads: tools/hook_compat.py --fakes).
 
 The call structure is the real one:
 - TpModelWorkerClient.__init__ starts forward_thread_func, which loops on

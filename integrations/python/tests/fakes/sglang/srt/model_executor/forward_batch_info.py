@@ -3,7 +3,9 @@
 """Fake of sglang/srt/model_executor/forward_batch_info.py ForwardMode
 (sgl-project/sglang @271a25bc): MIXED (a prefill with running decodes merged
 in) counts as extend, IDLE is the empty batch DP attention runs on ranks
-without work."""
+without work.
+Checked against SGLang 0.5.20 (the classes the hook reads: tools/hook_compat.py --fakes).
+"""
 
 import enum
 
