@@ -54,7 +54,7 @@ import sys
 import threading
 import time
 
-from . import _state, wire
+from . import _state, points, wire
 from .emitter import Emitter
 
 MODULE = "sglang.srt.managers.scheduler"
@@ -69,9 +69,8 @@ _running = None
 _queued = {}
 _open = {}
 
-# The SGLang sources this hook was written and tested against (see the README).
-CHECKED = ("sgl-project/sglang main: srt/managers/scheduler.py @0003215c, "
-           "schedule_batch.py @fd3907ee, srt/distributed/parallel_state_wrapper.py @1763e085")
+# What the hook was checked against (see the README and docs/compatibility.md).
+CHECKED = "the SGLang releases in inferprof's docs/compatibility.md (points.SGLANG)"
 
 # Bound on retracted requests waiting to be resumed; past it the oldest go.
 MAX_RETRACTED = 65536
@@ -131,6 +130,12 @@ def patch(module):
         _state.warn_once("sglang", "inferprof: SGLang %s has no Scheduler.run_batch/"
                          "process_batch_result; engine step spans are off",
                          _state.version("sglang"))
+        return []
+    # The patch table's methods, once, before anything is wrapped; the
+    # instance attributes are checked at the first step (_check).
+    req, _ = points.check(points.SGLANG, {"Scheduler": cls})
+    if req:
+        _state.off("SGLang", _state.version("sglang"), CHECKED, req)
         return []
     wrapped = []
     for name, wrap in (("run_batch", _wrap_run), ("process_batch_result", _wrap_process),

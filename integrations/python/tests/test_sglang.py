@@ -77,6 +77,28 @@ class SGLangTest(HookTest):
         self.assertEqual(calls, [result, result])
         self.assertEqual(len(launch.windows), 1, "the delayed sample is a launch window of self.cur_batch")
 
+    def test_scheduler_unlike_the_table_gets_one_line_and_no_hook(self):
+        """A Scheduler whose run_batch takes another first parameter than
+        the table's (points.SGLANG): nothing is wrapped, one line says why."""
+        import types
+
+        class Scheduler:
+            def run_batch(self, b):
+                return b
+
+            def process_batch_result(self, batch, result):
+                return result
+
+        mod = types.ModuleType("sglang_like")
+        mod.Scheduler = Scheduler
+        _state.reset()
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            self.assertEqual(sglang_hook.patch(mod), [])
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("engine step hook off for SGLang", logs.output[0])
+        self.assertIn("Scheduler.run_batch(self, batch) (it takes (self, b))", logs.output[0])
+        self.assertFalse(hasattr(Scheduler.run_batch, "_inferprof_wrapped"))
+
     def test_normal_loop(self):
         truth = drive.sglang_scenario(normal=True)
         self.assertEqual([made_of(s) for s in self.sender.steps()], expected(truth))
