@@ -290,6 +290,30 @@ class VLLMTest(HookTest):
         self.assertIn("hook off for vLLM", logs.output[0])
         self.assertEqual(self.sender.steps(), [])
 
+    def test_worker_error_turns_its_marks_off_in_one_line(self):
+        """An executor worker's call whose scheduler output lacks what the
+        mark reads: one line, and the wrapper's own methods come back."""
+        import types
+
+        class Wrapper:  # WorkerWrapperBase's two calls
+            def execute_model(self, scheduler_output):
+                return None  # sample_tokens follows
+
+            def sample_tokens(self, grammar_output=None):
+                return "sampled"
+
+        w = Wrapper()
+        vllm_hook._attach_worker(w)
+        self.assertIn("execute_model", w.__dict__)
+        with self.assertLogs("inferprof_hook", "WARNING") as logs:
+            self.assertIsNone(w.execute_model(types.SimpleNamespace()))  # no total_num_scheduled_tokens
+            self.assertIsNone(w.execute_model(types.SimpleNamespace()))
+            self.assertEqual(w.sample_tokens(), "sampled")
+        self.assertEqual(len(logs.records), 1, logs.output)
+        self.assertIn("hook off for vLLM executor worker", logs.output[0])
+        self.assertIn("AttributeError", logs.output[0])
+        self.assertEqual(set(w.__dict__), set(), "the wrapper's own methods are back")
+
     def test_collector_absent_engine_keeps_running(self):
         _state.reset()
         os.environ[_state.ENV_ENDPOINT] = "/nonexistent/inferprof.sock"
