@@ -113,7 +113,11 @@ def problem(index, point):
 def check_release(engine, version, log):
     """{part: (required, optional, harmless absences)} for one release,
     judged by the rules the hook applies at attach time (points.judge)."""
-    root = releases.fetch(engine, version, log=log)
+    try:
+        root = releases.fetch(engine, version, log=log)
+    except Exception as e:  # no network, no such release: say which, not pip's traceback
+        raise SystemExit("hook_compat.py: cannot fetch %s %s into %s: %s: %s" % (
+            NAMES[engine], version, releases.release_dir(engine, version), type(e).__name__, e))
     index = srcindex.Index(root)
     out = {}
     table_ = TABLES[engine]
