@@ -99,7 +99,7 @@ type Config struct {
 	MaxSeriesPerModel int `mapstructure:"max_series_per_model"`
 	// MaxSeriesPerService caps the series of one service.name, so that one
 	// sender inventing model names (or instances) cannot take the whole
-	// limit from the others. Default 500; 0: no cap. A cap above
+	// limit from the others. Default 250; 0: no cap. A cap above
 	// aggregation_cardinality_limit has no effect.
 	MaxSeriesPerService int `mapstructure:"max_series_per_service"`
 	// MetricsExpiration drops a cumulative series that has seen no span for

@@ -21,7 +21,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, TemporalityCumulative, cfg.AggregationTemporality)
 	assert.Equal(t, 1000, cfg.AggregationCardinalityLimit)
 	assert.Equal(t, 200, cfg.MaxSeriesPerModel)
-	assert.Equal(t, 500, cfg.MaxSeriesPerService)
+	assert.Equal(t, 250, cfg.MaxSeriesPerService)
 	assert.Equal(t, 5*time.Minute, cfg.MetricsExpiration)
 	assert.True(t, cfg.Exemplars.Enabled)
 	assert.Equal(t, 5, cfg.Exemplars.MaxPerDataPoint)

@@ -20,7 +20,7 @@ import (
 const (
 	defaultCardinalityLimit    = 1000
 	defaultMaxSeriesPerModel   = 200
-	defaultMaxSeriesPerService = 500
+	defaultMaxSeriesPerService = 250
 	defaultMetricsExpiration   = 5 * time.Minute
 )
 
