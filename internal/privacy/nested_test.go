@@ -36,17 +36,17 @@ func TestNestedShapes(t *testing.T) {
 			msg.PutStr("role", "user")
 			msg.PutStr("content", secret)
 		},
-		"dotted prefix": func(m pcommon.Map) { m.PutStr("data.gen_ai.prompt", secret) },
+		"dotted prefix, nested": func(m pcommon.Map) { m.PutEmptyMap("data").PutStr("app.gen_ai.prompt", secret) },
 		"parts two levels down": func(m pcommon.Map) {
 			m.PutEmptyMap("request").PutEmptySlice("messages").AppendEmpty().SetEmptyMap().
 				PutEmptySlice("parts").AppendEmpty().SetEmptyMap().PutStr("text", secret)
 		},
-		"Vercel AI SDK":      func(m pcommon.Map) { m.PutStr("ai.prompt.messages", secret); m.PutStr("ai.response.toolCalls", secret) },
-		"Langfuse":           func(m pcommon.Map) { m.PutStr("langfuse.observation.input", secret) },
-		"MLflow":             func(m pcommon.Map) { m.PutStr("mlflow.spanOutputs", secret) },
-		"Logfire":            func(m pcommon.Map) { m.PutStr("all_messages_events", secret) },
-		"output token ids":   func(m pcommon.Map) { m.PutEmptySlice("new_token_ids").AppendEmpty().SetInt(4111) },
-		"prefixed token ids": func(m pcommon.Map) { m.PutStr("llm.hosted_vllm.prompt_token_ids", secret) },
+		"Vercel AI SDK":          func(m pcommon.Map) { m.PutStr("ai.prompt.messages", secret); m.PutStr("ai.response.toolCalls", secret) },
+		"Langfuse":               func(m pcommon.Map) { m.PutStr("langfuse.observation.input", secret) },
+		"MLflow":                 func(m pcommon.Map) { m.PutStr("mlflow.spanOutputs", secret) },
+		"Logfire":                func(m pcommon.Map) { m.PutStr("all_messages_events", secret) },
+		"output token ids":       func(m pcommon.Map) { m.PutEmptySlice("new_token_ids").AppendEmpty().SetInt(4111) },
+		"strands-vllm token ids": func(m pcommon.Map) { m.PutStr("llm.hosted_vllm.prompt_token_ids", secret) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := pcommon.NewMap()

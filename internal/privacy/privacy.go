@@ -56,8 +56,8 @@ import (
 //     Logfire's all_messages_events and pydantic_ai.all_messages.
 //   - Token ids, which decode back to the text: gen_ai.response.token_ids,
 //     vLLM's new_token_ids (EngineCoreOutput), output_token_ids and
-//     prompt_token_ids (also found under a prefix, e.g. strands-vllm's
-//     llm.hosted_vllm.prompt_token_ids, through the dotted-suffix rule).
+//     prompt_token_ids, and strands-vllm's llm.hosted_vllm.prompt_token_ids
+//     / response_token_ids.
 //
 // Only exact and prefix patterns appear, so the list is also a valid
 // default for the inference processor's privacy.attributes. None matches a
@@ -120,6 +120,8 @@ var Attributes = []string{
 	"new_token_ids",
 	"output_token_ids",
 	"prompt_token_ids",
+	"llm.hosted_vllm.prompt_token_ids",
+	"llm.hosted_vllm.response_token_ids",
 }
 
 // Events are the names of events whose whole payload is content: span events

@@ -63,9 +63,9 @@ var NestedKeys = []string{
 var nestedKeys = NewMatcher(NestedKeys)
 
 // Map removes content from m and returns how many keys and values it took
-// out: keys matching the list, also when a dotted suffix of the key matches
-// (data.gen_ai.prompt), and the same inside kvlist and array values, to
-// MaxDepth, where NestedKeys are removed too. It walks m once to check it and
+// out: keys matching the list, and inside kvlist and array values, to
+// MaxDepth, also NestedKeys and keys whose dotted suffix is listed
+// (data.gen_ai.prompt). It walks m once to check it and
 // edits it only when there is something to remove: most maps carry nothing.
 func (s *Scrubber) Map(m pcommon.Map) int { return s.mapAt(m, 0) }
 
@@ -124,10 +124,19 @@ func (s *Scrubber) value(v pcommon.Value, depth int) int {
 	return 0
 }
 
-// matchKey reports whether key names content at depth: on the list, a dotted
-// suffix of it on the list, or, nested, one of NestedKeys.
+// matchKey reports whether key names content at depth: on the list, or,
+// nested, one of NestedKeys or a key with a listed dotted suffix
+// (data.gen_ai.prompt). Top-level keys get no suffix check: it would cost
+// every span three more lookups per attribute, and instrumentations' top-level
+// keys are listed whole.
 func (s *Scrubber) matchKey(key string, depth int) bool {
-	if s.attrs.Match(key) || (depth > 0 && nestedKeys.Match(key)) {
+	if s.attrs.Match(key) {
+		return true
+	}
+	if depth == 0 {
+		return false
+	}
+	if nestedKeys.Match(key) {
 		return true
 	}
 	for i := 0; i < len(key); i++ {
