@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -133,4 +134,30 @@ func TestTimeRangeErrors(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// FuzzParseWindow: whatever the query, a window without error lies inside
+// unix nanoseconds after 1970, ends after it starts, and spans at most the
+// 24 h cap. Seeds: the range errors of issue #30, in testdata/fuzz.
+func FuzzParseWindow(f *testing.F) {
+	for _, q := range []string{
+		"last=24h", "from=1677-09-22T00:00:00Z", "from=2263-01-01T00:00:00Z",
+		"from=2026-12-01T00:00:00Z&to=2026-12-01T01:00:00Z", "from=1&to=2", "last=-9223372036854775808ns",
+	} {
+		f.Add(q)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		from, to, err := ParseWindow(q, now)
+		if err != nil {
+			return
+		}
+		if from <= 0 || to <= from || time.Duration(to-from) > maxWindow {
+			t.Fatalf("%q: window [%d, %d]", raw, from, to)
+		}
+	})
 }
