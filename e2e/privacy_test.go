@@ -30,6 +30,13 @@ import (
 // privacyPrompt is the user text the test plants in every signal.
 const privacyPrompt = "PRIVACY-E2E-PROMPT my card is 4111 and my name is Ada"
 
+// privacyTokenIDs are output token ids the test plants; privacyTokenID, a
+// number nothing else here makes, is what it looks for (OTLP JSON writes
+// ints as strings, so no list separator can be relied on).
+var privacyTokenIDs = []int64{917351, 917352, 917353, 917354}
+
+const privacyTokenID = "917353"
+
 func postTraces(t *testing.T, addr string, td ptrace.Traces) {
 	t.Helper()
 	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
@@ -68,6 +75,28 @@ func contentSpan(start time.Time) ptrace.Traces {
 	ev := s.Events().AppendEmpty()
 	ev.SetName("gen_ai.user.message")
 	ev.Attributes().PutStr("content", privacyPrompt)
+	// Issue #30: listed keys one level down, and instrumentations whose keys
+	// were not listed, and output token ids.
+	a.PutEmptyMap("gen_ai.request").PutStr("gen_ai.prompt", privacyPrompt)
+	msg := a.PutEmptySlice("messages").AppendEmpty().SetEmptyMap()
+	msg.PutStr("role", "user")
+	msg.PutStr("content", privacyPrompt)
+	for _, k := range []string{
+		"ai.prompt", "ai.prompt.messages", "ai.response.text", "ai.response.toolCalls",
+		"langfuse.observation.input", "langfuse.observation.output",
+		"mlflow.spanInputs", "mlflow.spanOutputs", "all_messages_events",
+	} {
+		a.PutStr(k, `[{"content":"`+privacyPrompt+`"}]`)
+	}
+	for _, k := range []string{"gen_ai.response.token_ids", "new_token_ids", "output_token_ids"} {
+		ids := a.PutEmptySlice(k)
+		for _, id := range privacyTokenIDs {
+			ids.AppendEmpty().SetInt(id)
+		}
+	}
+	nested := s.Events().AppendEmpty()
+	nested.SetName("ai.stream.finish")
+	nested.Attributes().PutEmptyMap("payload").PutStr("ai.response.text", privacyPrompt)
 	ex := s.Events().AppendEmpty()
 	ex.SetName("exception")
 	ex.Attributes().PutStr("exception.type", "ValueError")
@@ -129,6 +158,12 @@ func contentLogs() plog.Logs {
 	in.PutEmptySlice("parts").AppendEmpty().SetEmptyMap().PutStr("content", privacyPrompt)
 	details.Attributes().PutStr("gen_ai.output.messages", privacyPrompt)
 
+	nestedBody := lrs.AppendEmpty()
+	nestedBody.SetTimestamp(now)
+	nestedBody.Body().SetEmptyMap().PutEmptyMap("data").PutStr("gen_ai.prompt", privacyPrompt)
+	nestedBody.Attributes().PutEmptyMap("gen_ai.request").PutStr("gen_ai.prompt", privacyPrompt)
+	nestedBody.Attributes().PutStr("mlflow.spanInputs", privacyPrompt)
+
 	marker := lrs.AppendEmpty()
 	marker.SetTimestamp(now)
 	marker.SetSeverityNumber(plog.SeverityNumberError)
@@ -151,6 +186,13 @@ func contentMetrics() pmetric.Metrics {
 	dp.SetDoubleValue(1)
 	dp.Attributes().PutStr("gen_ai.prompt", privacyPrompt)
 	dp.Attributes().PutStr("gen_ai.request.model", "llama")
+	// Issue #30: a kvlist and an array under unlisted keys became labels
+	// (gen_ai_request="{\"gen_ai.prompt\":…}"), and resource attributes
+	// became target_info labels.
+	dp.Attributes().PutEmptyMap("gen_ai.request").PutStr("gen_ai.prompt", privacyPrompt)
+	dp.Attributes().PutEmptySlice("messages").AppendEmpty().SetEmptyMap().PutStr("content", privacyPrompt)
+	rm.Resource().Attributes().PutStr("app.last_prompt", privacyPrompt)
+	rm.Resource().Attributes().PutEmptyMap("app.context").PutStr("prompt", privacyPrompt)
 	return md
 }
 
@@ -225,8 +267,13 @@ func TestPromptsReachNoExporter(t *testing.T) {
 				"collector output (debug exporter)": c.Output(),
 			} {
 				assert.Falsef(t, strings.Contains(text, "PRIVACY-E2E-PROMPT"), "the prompt reached the %s", where)
+				assert.Falsef(t, strings.Contains(text, privacyTokenID), "output token ids reached the %s", where)
 			}
 			assert.False(t, srv.Contains("PRIVACY-E2E-PROMPT"), "the prompt reached the Graphsignal upload bodies")
+			assert.False(t, srv.Contains(privacyTokenID), "output token ids reached the Graphsignal upload bodies")
+			assert.NotContains(t, scrape, "gen_ai_request=", "a kvlist became a Prometheus label")
+			assert.NotContains(t, scrape, "messages=", "an array became a Prometheus label")
+			assert.NotContains(t, scrape, "app_last_prompt", "an unlisted resource attribute became a target_info label")
 
 			// The privacy processor says what it removed.
 			tel, ok := httpText(ports.Addr("telemetry"), "/metrics")

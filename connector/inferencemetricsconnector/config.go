@@ -89,11 +89,23 @@ type Config struct {
 	AggregationTemporality Temporality `mapstructure:"aggregation_temporality"`
 	// AggregationCardinalityLimit is the most series (resource and dimension
 	// sets) held. Past it, spans go into one overflow series marked
-	// otel.metric.overflow=true, and are counted. Default 5000; must be positive.
+	// otel.metric.overflow=true, are counted, and the first is logged at warn
+	// (then at most once a minute). Default 1000 (a full scrape is then about
+	// 170k samples, see the README); must be positive.
 	AggregationCardinalityLimit int `mapstructure:"aggregation_cardinality_limit"`
+	// MaxSeriesPerModel caps the request series of one gen_ai.request.model,
+	// so that one model's dimensions cannot take the whole limit. Default
+	// 200; 0: no cap. A cap above aggregation_cardinality_limit has no effect.
+	MaxSeriesPerModel int `mapstructure:"max_series_per_model"`
+	// MaxSeriesPerService caps the series of one service.name, so that one
+	// sender inventing model names (or instances) cannot take the whole
+	// limit from the others. Default 250; 0: no cap. A cap above
+	// aggregation_cardinality_limit has no effect.
+	MaxSeriesPerService int `mapstructure:"max_series_per_service"`
 	// MetricsExpiration drops a cumulative series that has seen no span for
-	// this long. Default 0: never. Delta series not updated for a whole
-	// interval are always dropped.
+	// this long, which gives its room back under the limits. Default 5m; 0:
+	// never. Delta series not updated for a whole interval are always
+	// dropped.
 	MetricsExpiration time.Duration `mapstructure:"metrics_expiration"`
 	// Dimensions are added to the request series' semconv attributes. Empty
 	// by default.
@@ -143,6 +155,7 @@ func (c *Config) Validate() error {
 	if c.AggregationCardinalityLimit <= 0 {
 		errs = append(errs, fmt.Errorf("aggregation_cardinality_limit must be positive, got %d", c.AggregationCardinalityLimit))
 	}
+	errs = append(errs, c.validateLimits()...)
 	if c.MetricsExpiration < 0 {
 		errs = append(errs, fmt.Errorf("metrics_expiration must not be negative, got %s", c.MetricsExpiration))
 	}

@@ -39,6 +39,8 @@ func TestUnmarshalConfig(t *testing.T) {
 			MetricsFlushInterval:        30 * time.Second,
 			AggregationTemporality:      TemporalityDelta,
 			AggregationCardinalityLimit: 2000,
+			MaxSeriesPerModel:           50,
+			MaxSeriesPerService:         100,
 			MetricsExpiration:           10 * time.Minute,
 			Dimensions: []Dimension{
 				{Name: "inferprof.lora.adapter"},
@@ -60,6 +62,7 @@ func TestUnmarshalConfig(t *testing.T) {
 		}()},
 		{name: "bad_temporality", wantErr: `unknown aggregation_temporality "sometimes"`},
 		{name: "bad_limit", wantErr: "aggregation_cardinality_limit must be positive"},
+		{name: "bad_series_cap", wantErr: "max_series_per_service must not be negative"},
 		{name: "bad_interval", wantErr: "metrics_flush_interval must be positive"},
 		{name: "bad_metric", wantErr: `unknown metric "gen_ai.server.nope"`},
 		{name: "bad_dimension", wantErr: `"gen_ai.request.model" is duplicated or already a default dimension`},

@@ -50,6 +50,7 @@ type metricsConnector struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	shutdownOnce sync.Once
+	overflowLog  *overflowLog
 }
 
 var _ connector.Traces = (*metricsConnector)(nil)
@@ -64,24 +65,27 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		maxEx = cfg.Exemplars.MaxPerDataPoint
 	}
 	c := &metricsConnector{
-		logger:    set.Logger,
-		cfg:       cfg,
-		next:      next,
-		clock:     clock,
-		telemetry: tb,
-		goodTTFT:  cfg.Goodput.TimeToFirstToken.Seconds(),
-		goodTPOT:  cfg.Goodput.TimePerOutputToken.Seconds(),
-		goodE2E:   cfg.Goodput.E2E.Seconds(),
-		digest:    xxhash.New(),
-		convs:     newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
+		logger:      set.Logger,
+		cfg:         cfg,
+		next:        next,
+		clock:       clock,
+		telemetry:   tb,
+		goodTTFT:    cfg.Goodput.TimeToFirstToken.Seconds(),
+		goodTPOT:    cfg.Goodput.TimePerOutputToken.Seconds(),
+		goodE2E:     cfg.Goodput.E2E.Seconds(),
+		digest:      xxhash.New(),
+		convs:       newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
+		overflowLog: newOverflowLog(set.Logger, cfg),
 		store: aggregate.NewStore(aggregate.Settings{
-			Limit:        cfg.AggregationCardinalityLimit,
-			MaxExemplars: maxEx,
-			Delta:        cfg.AggregationTemporality == TemporalityDelta,
-			Expiration:   cfg.MetricsExpiration,
-			Disabled:     cfg.disabledMetrics(),
-			ScopeName:    metadata.ScopeName,
-			ScopeVersion: set.BuildInfo.Version,
+			Limit:               cfg.AggregationCardinalityLimit,
+			MaxSeriesPerModel:   cfg.MaxSeriesPerModel,
+			MaxSeriesPerService: cfg.MaxSeriesPerService,
+			MaxExemplars:        maxEx,
+			Delta:               cfg.AggregationTemporality == TemporalityDelta,
+			Expiration:          cfg.MetricsExpiration,
+			Disabled:            cfg.disabledMetrics(),
+			ScopeName:           metadata.ScopeName,
+			ScopeVersion:        set.BuildInfo.Version,
 		}, pcommon.NewTimestampFromTime(clock.Now())),
 	}
 	err = tb.RegisterConnectorInferenceMetricsSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -256,6 +260,7 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 	}
 	if n.overflow > 0 {
 		c.telemetry.ConnectorInferenceMetricsOverflowSpans.Add(ctx, n.overflow)
+		c.overflowLog.note(c.clock.Now(), n.overflow)
 	}
 	return nil
 }
@@ -509,7 +514,7 @@ func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggreg
 	s := st.Lookup()
 	if s == nil {
 		var fresh bool
-		s, fresh = st.Create(now, resKey, resAttrs, aggregate.KindRequest)
+		s, fresh = st.CreateModel(now, resKey, resAttrs, aggregate.KindRequest, r.model)
 		if fresh {
 			c.fillRequestAttributes(s, span, resAttrs, r)
 		} else {
@@ -620,18 +625,28 @@ func putNonEmpty(m pcommon.Map, k, v string) {
 }
 
 // dimensionValue reads a configured dimension from the span, else the
-// resource, else its default; "" leaves it out.
+// resource, else its default; "" leaves it out. A kvlist, array or bytes
+// value counts as missing: it would become a label of JSON text that no
+// content check reads (issue #30).
 func dimensionValue(d Dimension, spanAttrs, resAttrs pcommon.Map) string {
-	if v, ok := spanAttrs.Get(d.Name); ok {
+	if v, ok := spanAttrs.Get(d.Name); ok && scalar(v) {
 		return valueString(v)
 	}
-	if v, ok := resAttrs.Get(d.Name); ok {
+	if v, ok := resAttrs.Get(d.Name); ok && scalar(v) {
 		return valueString(v)
 	}
 	if d.Default != nil {
 		return *d.Default
 	}
 	return ""
+}
+
+func scalar(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeStr, pcommon.ValueTypeInt, pcommon.ValueTypeDouble, pcommon.ValueTypeBool:
+		return true
+	}
+	return false
 }
 
 func valueString(v pcommon.Value) string {

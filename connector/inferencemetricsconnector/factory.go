@@ -28,7 +28,10 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		MetricsFlushInterval:        15 * time.Second,
 		AggregationTemporality:      TemporalityCumulative,
-		AggregationCardinalityLimit: 5000,
+		AggregationCardinalityLimit: defaultCardinalityLimit,
+		MaxSeriesPerModel:           defaultMaxSeriesPerModel,
+		MaxSeriesPerService:         defaultMaxSeriesPerService,
+		MetricsExpiration:           defaultMetricsExpiration,
 		Exemplars:                   ExemplarsConfig{Enabled: true, MaxPerDataPoint: 5},
 		Goodput: GoodputConfig{
 			TimeToFirstToken:   2 * time.Second,

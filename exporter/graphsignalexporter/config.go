@@ -37,6 +37,9 @@ const (
 	// memory").
 	defaultTimelineMiB = 64
 	defaultTimelineAge = 15 * time.Minute
+	// A busy minute of the default store renders to about 5 MB; the whole
+	// 64 MiB store to about 120 MB (issue #30).
+	defaultTimelineResponseMiB = 32
 	// The inference_metrics connector's default goodput targets.
 	defaultGoodputTTFT = 2 * time.Second
 	defaultGoodputTPOT = 100 * time.Millisecond
@@ -112,6 +115,13 @@ type TimelineConfig struct {
 	MemoryLimitMiB int64 `mapstructure:"memory_limit_mib"`
 	// MaxAge drops records older than this; default 15m.
 	MaxAge time.Duration `mapstructure:"max_age"`
+	// MaxResponseMiB caps one GET /timeline response; past it the events
+	// stop and the response says so (otherData.truncated and the
+	// X-Inferprof-Timeline-Truncated trailer). Default 32; must be positive.
+	// Responses are streamed and rendered one at a time, so this bounds
+	// neither the copy of the window's records a render holds (at most the
+	// store's budget) nor anything else: it bounds what a client receives.
+	MaxResponseMiB int64 `mapstructure:"max_response_mib"`
 
 	_ struct{}
 }
@@ -161,7 +171,7 @@ func createDefaultConfig() component.Config {
 		Local:        local,
 		QueueConfig:  configoptional.Some(queue),
 		RetryConfig:  configretry.NewDefaultBackOffConfig(),
-		Timeline:     TimelineConfig{Enabled: true, MemoryLimitMiB: defaultTimelineMiB, MaxAge: defaultTimelineAge},
+		Timeline:     TimelineConfig{Enabled: true, MemoryLimitMiB: defaultTimelineMiB, MaxAge: defaultTimelineAge, MaxResponseMiB: defaultTimelineResponseMiB},
 		Dashboard: DashboardConfig{Enabled: true, Goodput: GoodputTargets{
 			TimeToFirstToken: defaultGoodputTTFT, TimePerOutputToken: defaultGoodputTPOT,
 		}},
@@ -206,6 +216,9 @@ func (cfg *Config) Validate() error {
 		}
 		if cfg.Timeline.MaxAge <= 0 {
 			errs = append(errs, fmt.Errorf("timeline.max_age: %s: must be positive", cfg.Timeline.MaxAge))
+		}
+		if cfg.Timeline.MaxResponseMiB <= 0 {
+			errs = append(errs, fmt.Errorf("timeline.max_response_mib: %d: must be positive", cfg.Timeline.MaxResponseMiB))
 		}
 	}
 	if g := cfg.Dashboard.Goodput; g.TimeToFirstToken < 0 || g.TimePerOutputToken < 0 || g.E2E < 0 {

@@ -162,7 +162,9 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 func (s *shared) mux() *http.ServeMux {
 	mux := local.NewMux(s.store)
 	if s.timeline != nil {
-		mux.Handle("GET /timeline", timeline.Handler(s.timeline))
+		set := timeline.DefaultHandlerSettings
+		set.MaxBytes = s.cfg.Timeline.MaxResponseMiB << 20
+		mux.Handle("GET /timeline", timeline.NewHandler(s.timeline, set))
 	}
 	if s.history != nil {
 		g := s.cfg.Dashboard.Goodput

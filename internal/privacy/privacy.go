@@ -47,6 +47,17 @@ import (
 //     .output_documents, and llm.invocation_parameters, into which the
 //     openai-agents processor (2.0.0, _processor.py) dumps the Responses
 //     request, instructions included.
+//   - Instrumentations outside the GenAI conventions (issue #30; sources in
+//     docs/privacy.md): the Vercel AI SDK's ai.prompt, ai.prompt.messages,
+//     ai.prompt.tools, ai.response.text, ai.response.toolCalls,
+//     ai.response.object, ai.toolCall.args / .result; Langfuse's
+//     langfuse.observation.input / .output and langfuse.trace.input /
+//     .output; MLflow's mlflow.spanInputs / mlflow.spanOutputs; Pydantic
+//     Logfire's all_messages_events and pydantic_ai.all_messages.
+//   - Token ids, which decode back to the text: gen_ai.response.token_ids,
+//     vLLM's new_token_ids (EngineCoreOutput), output_token_ids and
+//     prompt_token_ids, and strands-vllm's llm.hosted_vllm.prompt_token_ids
+//     / response_token_ids.
 //
 // Only exact and prefix patterns appear, so the list is also a valid
 // default for the inference processor's privacy.attributes. None matches a
@@ -90,6 +101,27 @@ var Attributes = []string{
 	"llm.tools*",
 	"reranker.input_documents*",
 	"reranker.output_documents*",
+	"ai.prompt*",
+	"ai.response.text",
+	"ai.response.toolCalls",
+	"ai.response.object",
+	"ai.response.reasoning*",
+	"ai.toolCall.args",
+	"ai.toolCall.result",
+	"langfuse.observation.input",
+	"langfuse.observation.output",
+	"langfuse.trace.input",
+	"langfuse.trace.output",
+	"mlflow.spanInputs",
+	"mlflow.spanOutputs",
+	"all_messages_events",
+	"pydantic_ai.all_messages",
+	"gen_ai.response.token_ids",
+	"new_token_ids",
+	"output_token_ids",
+	"prompt_token_ids",
+	"llm.hosted_vllm.prompt_token_ids",
+	"llm.hosted_vllm.response_token_ids",
 }
 
 // Events are the names of events whose whole payload is content: span events

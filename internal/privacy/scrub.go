@@ -45,21 +45,131 @@ func DefaultScrubber() *Scrubber {
 // AttributeMatcher matches the content attribute keys.
 func (s *Scrubber) AttributeMatcher() *Matcher { return s.attrs }
 
-// Map removes content keys from m and returns how many. It walks m once to
-// count them and edits it only when there are some: most maps carry none.
-func (s *Scrubber) Map(m pcommon.Map) int {
+// MaxDepth bounds how deep a scrub looks into kvlist and array values. A
+// kvlist or array nested deeper is emptied whole: what it holds cannot be
+// checked, and no instrumentation nests content that deep.
+const MaxDepth = 16
+
+// NestedKeys are keys that carry content inside a kvlist or array value,
+// however the attribute holding them is named: the message shapes of the
+// GenAI instrumentations ({"role", "content"}, {"type": "text", "content"},
+// parts, tool call arguments and results) and of prompt templates. At the top
+// level of a span or record these words are too generic to remove.
+var NestedKeys = []string{
+	"content", "text", "prompt", "completion", "messages", "parts",
+	"arguments", "result", "input", "output",
+}
+
+var nestedKeys = NewMatcher(NestedKeys)
+
+// Map removes content from m and returns how many keys and values it took
+// out: keys matching the list, and inside kvlist and array values, to
+// MaxDepth, also NestedKeys and keys whose dotted suffix is listed
+// (data.gen_ai.prompt). It walks m once to check it and
+// edits it only when there is something to remove: most maps carry nothing.
+func (s *Scrubber) Map(m pcommon.Map) int { return s.mapAt(m, 0) }
+
+func (s *Scrubber) mapAt(m pcommon.Map, depth int) int {
 	n := 0
-	for k := range m.All() {
-		if s.attrs.Match(k) {
+	nested := false
+	for k, v := range m.All() {
+		if s.matchKey(k, depth) {
 			n++
+			continue
+		}
+		if t := v.Type(); t == pcommon.ValueTypeMap || t == pcommon.ValueTypeSlice {
+			nested = true
 		}
 	}
 	if n > 0 {
 		m.RemoveIf(func(k string, _ pcommon.Value) bool {
-			return s.attrs.Match(k)
+			return s.matchKey(k, depth)
 		})
 	}
+	if nested {
+		for _, v := range m.All() {
+			n += s.value(v, depth+1)
+		}
+	}
 	return n
+}
+
+// value scrubs a kvlist or array value found at depth.
+func (s *Scrubber) value(v pcommon.Value, depth int) int {
+	switch v.Type() {
+	case pcommon.ValueTypeMap:
+		if depth > MaxDepth {
+			if v.Map().Len() == 0 {
+				return 0
+			}
+			v.Map().Clear()
+			return 1
+		}
+		return s.mapAt(v.Map(), depth)
+	case pcommon.ValueTypeSlice:
+		sl := v.Slice()
+		if depth > MaxDepth {
+			if sl.Len() == 0 {
+				return 0
+			}
+			sl.RemoveIf(func(pcommon.Value) bool { return true })
+			return 1
+		}
+		n := 0
+		for i := 0; i < sl.Len(); i++ {
+			n += s.value(sl.At(i), depth+1)
+		}
+		return n
+	}
+	return 0
+}
+
+// matchKey reports whether key names content at depth: on the list, or,
+// nested, one of NestedKeys or a key with a listed dotted suffix
+// (data.gen_ai.prompt). Top-level keys get no suffix check: it would cost
+// every span three more lookups per attribute, and instrumentations' top-level
+// keys are listed whole.
+func (s *Scrubber) matchKey(key string, depth int) bool {
+	if s.attrs.Match(key) {
+		return true
+	}
+	if depth == 0 {
+		return false
+	}
+	if nestedKeys.Match(key) {
+		return true
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == '.' && s.attrs.Match(key[i+1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Labels removes the kvlist, array and bytes values from m, the attributes of
+// a datapoint or a resource: exporters turn them into label text (Prometheus
+// writes a kvlist as JSON), where no content check reaches, and no label
+// needs one. It returns how many it removed.
+func Labels(m pcommon.Map) int {
+	n := 0
+	for _, v := range m.All() {
+		if composite(v) {
+			n++
+		}
+	}
+	if n > 0 {
+		m.RemoveIf(func(_ string, v pcommon.Value) bool { return composite(v) })
+	}
+	return n
+}
+
+func composite(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeMap, pcommon.ValueTypeSlice, pcommon.ValueTypeBytes:
+		return true
+	}
+	return false
 }
 
 // SpanEvents removes content events from span, and content attributes from
@@ -124,8 +234,9 @@ func (s *Scrubber) LogRecord(lr plog.LogRecord) Removed {
 			pcommon.NewValueEmpty().CopyTo(lr.Body())
 			r.Bodies++
 		}
-	} else if lr.Body().Type() == pcommon.ValueTypeMap {
-		r.Attributes += s.Map(lr.Body().Map())
+	} else {
+		// A structured body is a message: its keys are nested ones.
+		r.Attributes += s.value(lr.Body(), 1)
 	}
 	r.Attributes += s.Map(lr.Attributes())
 	r.ErrorTexts += errorText(lr.Attributes())
@@ -165,11 +276,12 @@ func (s *Scrubber) Logs(ld plog.Logs) Removed {
 }
 
 // Metrics scrubs the attributes of every datapoint and exemplar, and
-// resource and scope attributes.
+// resource and scope attributes; datapoint and resource attributes, which
+// become labels, also lose their kvlist, array and bytes values (Labels).
 func (s *Scrubber) Metrics(md pmetric.Metrics) Removed {
 	var r Removed
 	for _, rm := range md.ResourceMetrics().All() {
-		r.Attributes += s.Map(rm.Resource().Attributes())
+		r.Attributes += s.Map(rm.Resource().Attributes()) + Labels(rm.Resource().Attributes())
 		for _, sm := range rm.ScopeMetrics().All() {
 			r.Attributes += s.Map(sm.Scope().Attributes())
 			for _, m := range sm.Metrics().All() {
@@ -185,23 +297,23 @@ func (s *Scrubber) metric(m pmetric.Metric) int {
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		for _, dp := range m.Gauge().DataPoints().All() {
-			n += s.Map(dp.Attributes()) + s.exemplars(dp.Exemplars())
+			n += s.labels(dp.Attributes()) + s.exemplars(dp.Exemplars())
 		}
 	case pmetric.MetricTypeSum:
 		for _, dp := range m.Sum().DataPoints().All() {
-			n += s.Map(dp.Attributes()) + s.exemplars(dp.Exemplars())
+			n += s.labels(dp.Attributes()) + s.exemplars(dp.Exemplars())
 		}
 	case pmetric.MetricTypeHistogram:
 		for _, dp := range m.Histogram().DataPoints().All() {
-			n += s.Map(dp.Attributes()) + s.exemplars(dp.Exemplars())
+			n += s.labels(dp.Attributes()) + s.exemplars(dp.Exemplars())
 		}
 	case pmetric.MetricTypeExponentialHistogram:
 		for _, dp := range m.ExponentialHistogram().DataPoints().All() {
-			n += s.Map(dp.Attributes()) + s.exemplars(dp.Exemplars())
+			n += s.labels(dp.Attributes()) + s.exemplars(dp.Exemplars())
 		}
 	case pmetric.MetricTypeSummary:
 		for _, dp := range m.Summary().DataPoints().All() {
-			n += s.Map(dp.Attributes())
+			n += s.labels(dp.Attributes())
 		}
 	}
 	return n
@@ -214,3 +326,5 @@ func (s *Scrubber) exemplars(es pmetric.ExemplarSlice) int {
 	}
 	return n
 }
+
+func (s *Scrubber) labels(m pcommon.Map) int { return s.Map(m) + Labels(m) }

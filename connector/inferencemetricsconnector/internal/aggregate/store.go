@@ -94,6 +94,8 @@ type Series struct {
 	Agent   *AgentStats
 	Cost    *CostStats
 	Turn    *TurnStats
+	// service and model count the series against its groups' caps.
+	service, model string
 }
 
 // Attributes returns the series' dimensions, to fill once after Create.
@@ -115,6 +117,9 @@ type resource struct {
 type Settings struct {
 	// Limit is the most series held, not counting the overflow series.
 	Limit int
+	// MaxSeriesPerModel and MaxSeriesPerService cap the series of one
+	// gen_ai.request.model and of one service.name; 0: no cap.
+	MaxSeriesPerModel, MaxSeriesPerService int
 	// MaxExemplars is the number of exemplars kept per data point; 0 keeps none.
 	MaxExemplars int
 	// Delta selects delta temporality; otherwise cumulative.
@@ -135,6 +140,7 @@ type Store struct {
 	resList   []*resource // creation order, for stable output
 	series    map[string]*Series
 	overflow  *Series
+	groups    groupLimits
 	key       []byte
 	lastFlush pcommon.Timestamp
 	// stats taken out by a Tx and given back, reused for the next one
@@ -148,6 +154,7 @@ func NewStore(set Settings, start pcommon.Timestamp) *Store {
 		set:       set,
 		resources: map[ResourceKey]*resource{},
 		series:    map[string]*Series{},
+		groups:    newGroupLimits(set.MaxSeriesPerModel, set.MaxSeriesPerService),
 		key:       make([]byte, 0, 256),
 		lastFlush: start,
 	}
@@ -184,9 +191,10 @@ func (st *Store) Lookup() *Series {
 // it returns the overflow series and false; the caller fills the attributes of
 // a new series only when it gets true.
 func (st *Store) Create(now pcommon.Timestamp, resKey ResourceKey, resAttrs pcommon.Map, kind Kind) (*Series, bool) {
-	if len(st.series) >= st.set.Limit {
-		return st.overflowSeries(now), false
-	}
+	return st.CreateModel(now, resKey, resAttrs, kind, "")
+}
+
+func (st *Store) create(now pcommon.Timestamp, resKey ResourceKey, resAttrs pcommon.Map, kind Kind) *Series {
 	res := st.resources[resKey]
 	if res == nil {
 		res = &resource{key: resKey, attrs: pcommon.NewMap()}
@@ -199,7 +207,7 @@ func (st *Store) Create(now pcommon.Timestamp, resKey ResourceKey, resAttrs pcom
 	s.res = res
 	st.series[s.key] = s
 	res.series = append(res.series, s)
-	return s, true
+	return s
 }
 
 func (st *Store) newSeries(now pcommon.Timestamp, kind Kind) *Series {
@@ -302,6 +310,7 @@ func (st *Store) sweep(now pcommon.Timestamp, tx *Tx) {
 		for _, s := range res.series {
 			if expired(s) {
 				delete(st.series, s.key)
+				st.groups.remove(s)
 				continue
 			}
 			st.resetSeries(s, now, tx)

@@ -51,6 +51,11 @@ type OtherData struct {
 	// KernelsSampled: kernels are the cupti receiver's sample
 	// (spans.sampling_ratio), not every execution.
 	KernelsSampled bool `json:"kernels_sampled"`
+	// Truncated: the response reached timeline.max_response_mib and
+	// EventsOmitted events were left out (the last ones drawn: GPU kernels
+	// and counters first). Ask for a shorter window.
+	Truncated     bool `json:"truncated"`
+	EventsOmitted int  `json:"events_omitted,omitempty"`
 }
 
 // Snapshot is a copy of the records that overlap a window.
@@ -151,16 +156,18 @@ const (
 	pidGPUs    = 100000
 )
 
-// builder accumulates events with times relative to origin.
+// builder hands events, with times relative to origin, to emit: Render
+// collects them, Stream encodes each as it comes, so that a long window never
+// exists as one document in memory.
 type builder struct {
 	origin int64
-	events []Event
+	emit   func(Event)
 }
 
 func (b *builder) us(ns int64) float64 { return float64(ns-b.origin) / 1e3 }
 
 func (b *builder) meta(pid, tid int, name, value string) {
-	b.events = append(b.events, Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": value}})
+	b.emit(Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": value}})
 }
 
 func (b *builder) sortIndex(pid, tid int, idx int) {
@@ -168,16 +175,16 @@ func (b *builder) sortIndex(pid, tid int, idx int) {
 	if tid != 0 {
 		name = "thread_sort_index"
 	}
-	b.events = append(b.events, Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"sort_index": idx}})
+	b.emit(Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"sort_index": idx}})
 }
 
 func (b *builder) slice(pid, tid int, name, cat, cname string, start, end int64, args map[string]any) {
 	d := float64(end-start) / 1e3
-	b.events = append(b.events, Event{Name: name, Cat: cat, Ph: "X", Ts: b.us(start), Dur: &d, Pid: pid, Tid: tid, Cname: cname, Args: args})
+	b.emit(Event{Name: name, Cat: cat, Ph: "X", Ts: b.us(start), Dur: &d, Pid: pid, Tid: tid, Cname: cname, Args: args})
 }
 
 func (b *builder) counter(pid int, name string, ts int64, args map[string]any) {
-	b.events = append(b.events, Event{Name: name, Ph: "C", Ts: b.us(ts), Pid: pid, Tid: 0, Args: args})
+	b.emit(Event{Name: name, Ph: "C", Ts: b.us(ts), Pid: pid, Tid: 0, Args: args})
 }
 
 // lanes packs intervals into the fewest rows where none overlap: a
@@ -195,8 +202,19 @@ func (l *lanes) place(start, end int64) int {
 	return len(*l) - 1
 }
 
-// Render turns a snapshot into a Chrome trace.
+// Render turns a snapshot into a Chrome trace, in memory; the handler
+// streams instead (Stream).
 func Render(sn Snapshot) Trace {
+	var events []Event
+	od := render(sn, func(e Event) { events = append(events, e) })
+	if events == nil {
+		events = []Event{}
+	}
+	return Trace{TraceEvents: events, DisplayTimeUnit: "ms", OtherData: od}
+}
+
+// render hands sn's events to emit and returns what the trace covers.
+func render(sn Snapshot, emit func(Event)) OtherData {
 	// ts 0 is the earliest record, so that times stay small and keep
 	// sub-microsecond precision as float64.
 	origin := int64(math.MaxInt64)
@@ -215,12 +233,12 @@ func Render(sn Snapshot) Trace {
 	if origin == math.MaxInt64 {
 		origin = sn.From
 	}
-	b := &builder{origin: origin}
-	tr := Trace{DisplayTimeUnit: "ms", OtherData: OtherData{
+	b := &builder{origin: origin, emit: emit}
+	od := OtherData{
 		Producer: "inferprof", OriginUnixNs: origin, FromUnixNs: sn.From, ToUnixNs: sn.To,
 		Requests: len(sn.Requests), Steps: len(sn.Steps), Kernels: len(sn.Kernels), Samples: len(sn.Samples),
 		KernelsSampled: len(sn.Kernels) > 0,
-	}}
+	}
 
 	// One process per engine instance, in name order.
 	instances := map[string]int{}
@@ -247,13 +265,8 @@ func Render(sn Snapshot) Trace {
 
 	stepLoc := b.steps(sn.Steps, instances)
 	b.requests(sn.Requests, sn.Phases, instances)
-	tr.OtherData.Flows = b.gpus(sn, stepLoc)
-
-	tr.TraceEvents = b.events
-	if tr.TraceEvents == nil {
-		tr.TraceEvents = []Event{}
-	}
-	return tr
+	od.Flows = b.gpus(sn, stepLoc)
+	return od
 }
 
 type stepKey struct {
@@ -436,7 +449,7 @@ func (b *builder) requests(reqs []Request, phases []Phase, instances map[string]
 }
 
 func (b *builder) instant(pid, tid int, ts int64, index int) {
-	b.events = append(b.events, Event{Name: "token", Cat: "token", Ph: "i", S: "t", Ts: b.us(ts), Pid: pid, Tid: tid,
+	b.emit(Event{Name: "token", Cat: "token", Ph: "i", S: "t", Ts: b.us(ts), Pid: pid, Tid: tid,
 		Args: map[string]any{"index": index}})
 }
 
@@ -547,9 +560,8 @@ func (b *builder) gpus(sn Snapshot, stepLoc map[stepKey]stepPlace) int {
 		id := "0x" + strconv.FormatInt(int64(flows), 16)
 		// Flow ends sit inside their slices (mid-points), so both bind to
 		// the enclosing slice whatever the order of equal timestamps.
-		b.events = append(b.events,
-			Event{Name: "launch", Cat: "launch", Ph: "s", Ts: b.us(st.start + (st.end-st.start)/2), Pid: st.pid, Tid: st.tid, ID: id},
-			Event{Name: "launch", Cat: "launch", Ph: "f", Bp: "e", Ts: b.us(k.Start + (k.End-k.Start)/2), Pid: pid, Tid: tid, ID: id})
+		b.emit(Event{Name: "launch", Cat: "launch", Ph: "s", Ts: b.us(st.start + (st.end-st.start)/2), Pid: st.pid, Tid: st.tid, ID: id})
+		b.emit(Event{Name: "launch", Cat: "launch", Ph: "f", Bp: "e", Ts: b.us(k.Start + (k.End-k.Start)/2), Pid: pid, Tid: tid, ID: id})
 	}
 
 	slices.SortStableFunc(sn.Samples, func(x, y Sample) int { return cmp.Compare(x.TS, y.TS) })
