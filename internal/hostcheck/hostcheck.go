@@ -26,18 +26,27 @@ type Checker struct {
 }
 
 // New returns a Checker that accepts loopback names and the names listed.
-// "*" in the list accepts any Host. With no list, only connections that
+// An entry may hold several names separated by commas (one environment
+// variable fills the list); empty ones are skipped. "*" accepts any Host. With no list, only connections that
 // arrived on a loopback address are checked: a listener on a pod network is
 // reached by names no one can list in advance, and DNS rebinding aims at
 // loopback.
 func New(allowed []string) (*Checker, error) {
-	c := &Checker{allowed: map[string]struct{}{}, everywhere: len(allowed) > 0}
-	for _, h := range allowed {
-		h = strings.ToLower(strings.TrimSpace(h))
+	c := &Checker{allowed: map[string]struct{}{}}
+	var names []string
+	for _, entry := range allowed {
+		for h := range strings.SplitSeq(entry, ",") {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+				names = append(names, h)
+			}
+		}
+	}
+	c.everywhere = len(names) > 0
+	for _, h := range names {
 		switch {
 		case h == "*":
 			c.any = true
-		case h == "" || strings.ContainsAny(h, "/ "):
+		case strings.ContainsAny(h, "/ "):
 			return nil, fmt.Errorf("allowed_hosts: %q is not a host name (give it without scheme or port)", h)
 		default:
 			h = strings.TrimSuffix(strings.Trim(h, "[]"), ".")
