@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -22,11 +21,11 @@ import (
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-
 )
 
 var guardID = component.MustNewID("request_guard")
@@ -42,7 +41,6 @@ func startGuard(t *testing.T, cfg *Config) (map[component.ID]component.Component
 	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
 	return map[component.ID]component.Component{guardID: ext}, tel
 }
-
 
 // deepRequest is a span attribute of arrays nested n deep.
 func deepRequest(n int) ptraceotlp.ExportRequest {
