@@ -203,6 +203,7 @@ func (c *metricsConnector) refused(ctx context.Context, err error, points int64,
 // counts are what one batch adds to the self-metrics.
 type counts struct {
 	bad, overflow      int64
+	sanitized          int64 // label values labelValue changed
 	earlyConversations int64
 }
 
@@ -261,6 +262,9 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 	if n.overflow > 0 {
 		c.telemetry.ConnectorInferenceMetricsOverflowSpans.Add(ctx, n.overflow)
 		c.overflowLog.note(c.clock.Now(), n.overflow)
+	}
+	if n.sanitized > 0 {
+		c.telemetry.ConnectorInferenceMetricsSanitizedLabels.Add(ctx, n.sanitized)
 	}
 	return nil
 }
@@ -485,12 +489,17 @@ func b2i(b bool) int64 {
 	return 0
 }
 
+// str reads a string attribute, fit to be a label (labels.go).
 func str(v pcommon.Value, n *counts) string {
 	if v.Type() != pcommon.ValueTypeStr {
 		n.bad++
 		return ""
 	}
-	return v.Str()
+	s, changed := labelValue(v.Str())
+	if changed {
+		n.sanitized++
+	}
+	return s
 }
 
 func spanSeconds(span ptrace.Span) float64 {
@@ -509,7 +518,11 @@ func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggreg
 	st.AddKeyPart(r.model)
 	st.AddKeyPart(r.errType)
 	for _, d := range c.cfg.Dimensions {
-		st.AddKeyPart(dimensionValue(d, span.Attributes(), resAttrs))
+		v, changed := labelValue(dimensionValue(d, span.Attributes(), resAttrs))
+		if changed {
+			n.sanitized++
+		}
+		st.AddKeyPart(v)
 	}
 	s := st.Lookup()
 	if s == nil {
@@ -613,7 +626,8 @@ func (c *metricsConnector) fillRequestAttributes(s *aggregate.Series, span ptrac
 	putNonEmpty(attrs, names.AttrRequestModel, r.model)
 	putNonEmpty(attrs, names.AttrErrorType, r.errType)
 	for _, d := range c.cfg.Dimensions {
-		putNonEmpty(attrs, d.Name, dimensionValue(d, span.Attributes(), resAttrs))
+		v, _ := labelValue(dimensionValue(d, span.Attributes(), resAttrs)) // counted in aggregateRequest
+		putNonEmpty(attrs, d.Name, v)
 	}
 	s.IsError = r.errType != ""
 }

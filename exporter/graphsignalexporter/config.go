@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
+	"github.com/inferprof/inferprof/internal/hostcheck"
 )
 
 const (
@@ -73,6 +74,12 @@ type Config struct {
 	// Local is the listener serving GET /signals and GET /health; default
 	// endpoint 127.0.0.1:18259. An empty endpoint disables it.
 	Local confighttp.ServerConfig `mapstructure:"local"`
+	// LocalAllowedHosts are the names, besides loopback ones, a request to
+	// the local listener may give as its Host; any other is answered 403,
+	// which is what a DNS rebinding page reaching 127.0.0.1 gets. Empty
+	// (the default): requests that arrived on a loopback address must name
+	// loopback. "*" turns the check off.
+	LocalAllowedHosts []string `mapstructure:"local_allowed_hosts"`
 
 	// Traces configures the opt-in traces mode.
 	Traces TracesConfig `mapstructure:"traces"`
@@ -228,6 +235,9 @@ func (cfg *Config) Validate() error {
 		if k == "" {
 			errs = append(errs, errors.New("tags: empty key"))
 		}
+	}
+	if _, err := hostcheck.New(cfg.LocalAllowedHosts); err != nil {
+		errs = append(errs, fmt.Errorf("local_%w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -20,12 +20,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/dashboard"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+	"github.com/inferprof/inferprof/internal/hostcheck"
 )
 
 // shared is what the metrics, logs and traces exporters of one configured
@@ -132,7 +134,19 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return fmt.Errorf("local.endpoint %s: %w", s.cfg.Local.NetAddr.Endpoint, err)
 	}
-	srv, err := s.cfg.Local.ToServer(ctx, host.GetExtensions(), s.set.TelemetrySettings, s.mux())
+	hosts, err := hostcheck.New(s.cfg.LocalAllowedHosts)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	foreign := s.logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Minute, 1, 0)
+	}))
+	handler := hosts.Middleware(s.mux(), func(r *http.Request) {
+		foreign.Warn("local listener: request refused, Host is not a loopback name nor in local_allowed_hosts",
+			zap.String("host", r.Host), zap.String("path", r.URL.Path))
+	})
+	srv, err := s.cfg.Local.ToServer(ctx, host.GetExtensions(), s.set.TelemetrySettings, handler)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("local: %w", err)

@@ -25,7 +25,7 @@ import (
 // replace the socket and read or forge the engine's records.
 func Prepare(path, network string) error {
 	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("create socket folder %s: %w", dir, err)
 		}
@@ -51,11 +51,17 @@ func Prepare(path, network string) error {
 }
 
 // checkFolder refuses a socket folder that is not a directory, is owned by
-// another user than self, or is open to group or others.
+// another user than self, or is open to group or others. A symbolic link is
+// refused, not followed: whoever owns the link (in /tmp, anyone) can point it
+// elsewhere after the check, at a socket of their own.
 func checkFolder(dir string, self int) error {
-	fi, err := os.Stat(dir)
+	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("socket folder %s: %w", dir, err)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("socket folder %s is a symbolic link; it may be another user's: remove it, "+
+			"or set the endpoint to a folder of your own", dir)
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("socket folder %s is not a directory: point the endpoint at a socket inside a folder of your own", dir)

@@ -106,3 +106,23 @@ func TestPrepareRefusesFolderThatIsAFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(f, nil, 0o600))
 	require.ErrorContains(t, Prepare(filepath.Join(f, "s.sock"), "unix"), "is not a directory")
 }
+
+func TestPrepareRefusesSymlinkedFolder(t *testing.T) {
+	// The link's target is a folder of our own and owner-only, which
+	// os.Stat would have passed; the link itself can be repointed by
+	// whoever planted it.
+	base := shortDir(t)
+	target := filepath.Join(base, "real")
+	require.NoError(t, os.Mkdir(target, 0o700))
+	link := filepath.Join(base, "link")
+	require.NoError(t, os.Symlink(target, link))
+	err := Prepare(filepath.Join(link, "s.sock"), "unix")
+	require.ErrorContains(t, err, "is a symbolic link")
+
+	// A dangling link is not created through either.
+	dangling := filepath.Join(base, "dangling")
+	require.NoError(t, os.Symlink(filepath.Join(base, "later"), dangling))
+	require.Error(t, Prepare(filepath.Join(dangling, "s.sock"), "unix"))
+	_, err = os.Lstat(filepath.Join(base, "later"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

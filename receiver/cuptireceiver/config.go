@@ -36,6 +36,12 @@ type Config struct {
 	TopKernels int `mapstructure:"top_kernels"`
 	// MaxConnections bounds concurrent engine connections. Default 256.
 	MaxConnections int `mapstructure:"max_connections"`
+	// IdleTimeout closes a connection that sends nothing for this long,
+	// counted as otelcol_receiver_cupti_idle_connections: the library sends
+	// its stats every second, so only a stuck or hostile client (one that
+	// sent its hello, or nothing, and holds a place under max_connections)
+	// stays silent. Default 30s; must be positive.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// QuietAfter is how long an engine may keep launching kernels without
 	// CUPTI completing a buffer before the stream counts as quiet (a warning
 	// and otelcol_receiver_cupti_quiet_streams). Default 30s.
@@ -91,6 +97,7 @@ func createDefaultConfig() component.Config {
 		CollectionInterval:   10 * time.Second,
 		TopKernels:           30,
 		MaxConnections:       256,
+		IdleTimeout:          30 * time.Second,
 		QuietAfter:           30 * time.Second,
 		Spans:                SpansConfig{SamplingRatio: 0.001, MaxPerInterval: 1000},
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
@@ -120,6 +127,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections <= 0 {
 		errs = append(errs, fmt.Errorf("max_connections %d: must be positive", c.MaxConnections))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("idle_timeout %s: must be positive", c.IdleTimeout))
 	}
 	if c.Spans.Enabled && (c.Spans.SamplingRatio <= 0 || c.Spans.SamplingRatio > 1) {
 		errs = append(errs, fmt.Errorf("spans.sampling_ratio %g: must be in (0, 1]", c.Spans.SamplingRatio))

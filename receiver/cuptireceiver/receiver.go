@@ -209,8 +209,14 @@ func (r *cuptiReceiver) serve(ctx context.Context, conn net.Conn) {
 			r.agg.Release(h.srcIdx)
 		}
 	}()
-	err := cuptiwire.NewDecoder(bufio.NewReaderSize(conn, readBufferSize), h).Run()
+	err := cuptiwire.NewDecoder(bufio.NewReaderSize(idleConn{conn, r.cfg.IdleTimeout}, readBufferSize), h).Run()
 	if err == nil || ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		r.tb.ReceiverCuptiIdleConnections.Add(ctx, 1)
+		r.badLog.Warn("cupti connection closed: nothing received for idle_timeout", zap.Uint32("pid", h.src.PID),
+			zap.Duration("idle_timeout", r.cfg.IdleTimeout))
 		return
 	}
 	if isBadInput(err) {
@@ -219,6 +225,21 @@ func (r *cuptiReceiver) serve(ctx context.Context, conn net.Conn) {
 		return
 	}
 	r.badLog.Info("cupti connection closed", zap.Uint32("pid", h.src.PID), zap.Error(err))
+}
+
+// idleConn moves the read deadline on before every read, so a connection
+// ends after timeout without a byte. A bufio reader in front makes that one
+// deadline per buffer, not per record.
+type idleConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c idleConn) Read(b []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
 }
 
 func isBadInput(err error) bool {

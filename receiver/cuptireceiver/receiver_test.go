@@ -402,3 +402,36 @@ func TestSpansOffByDefault(t *testing.T) {
 	cfg.Spans.SamplingRatio = 0
 	require.ErrorContains(t, cfg.Validate(), "spans.sampling_ratio 0")
 }
+
+// Hello-only clients filling max_connections are closed after idle_timeout,
+// counted, and a real library that connects after them gets in.
+func TestIdleClientsDoNotLockOutTheLibrary(t *testing.T) {
+	t.Parallel()
+	const idle = 8
+	h := start(t, func(c *Config) { c.MaxConnections = idle; c.IdleTimeout = 300 * time.Millisecond })
+	var squatters []net.Conn
+	for i := range idle {
+		c := dial(t, h.cfg.Endpoint)
+		_, err := c.Write(cuptiwire.AppendHello(nil, uint32(9000+i), 0, "squatter"))
+		require.NoError(t, err)
+		squatters = append(squatters, c)
+	}
+	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_connections") == idle }, 5*time.Second, 5*time.Millisecond)
+	for _, c := range squatters {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		require.ErrorIs(t, err, io.EOF, "the receiver closes an idle connection")
+	}
+	require.Equal(t, int64(idle), h.counter(t, "receiver_cupti_idle_connections"))
+
+	lib := dial(t, h.cfg.Endpoint)
+	b := cuptiwire.AppendHello(nil, 4242, 0, "node")
+	b = cuptiwire.AppendString(b, 1, "ampere_sgemm_128x64_tn")
+	b = cuptiwire.AppendRecords(b, kernels(1, 10, 1000))
+	_, err := lib.Write(b)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return kernelSeconds(h.sink, "ampere_sgemm_128x64_tn", 4242) >= 10*1000e-9-1e-12
+	}, 5*time.Second, 5*time.Millisecond)
+	require.Zero(t, h.counter(t, "receiver_cupti_connections_rejected"))
+}

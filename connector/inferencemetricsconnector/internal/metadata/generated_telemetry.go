@@ -33,6 +33,7 @@ type TelemetryBuilder struct {
 	ConnectorInferenceMetricsDroppedPoints      metric.Int64Counter
 	ConnectorInferenceMetricsOverflowSpans      metric.Int64Counter
 	ConnectorInferenceMetricsRefusedFlushes     metric.Int64Counter
+	ConnectorInferenceMetricsSanitizedLabels    metric.Int64Counter
 	ConnectorInferenceMetricsSeries             metric.Int64ObservableGauge
 }
 
@@ -118,6 +119,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_connector_inference_metrics_refused_flushes",
 		metric.WithDescription("Flushes the next consumer refused with a retryable error; in delta temporality their interval is carried into the next flush, so nothing is lost. [Alpha]"),
 		metric.WithUnit("{flush}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorInferenceMetricsSanitizedLabels, err = builder.meter.Int64Counter(
+		"otelcol_connector_inference_metrics_sanitized_labels",
+		metric.WithDescription("Span attribute values that become series attributes (and Prometheus labels) changed before use, invalid UTF-8 replaced with U+FFFD or cut to 256 bytes. [Development]"),
+		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ConnectorInferenceMetricsSeries, err = builder.meter.Int64ObservableGauge(

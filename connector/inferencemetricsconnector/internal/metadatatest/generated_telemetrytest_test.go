@@ -29,6 +29,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ConnectorInferenceMetricsDroppedPoints.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsOverflowSpans.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsRefusedFlushes.Add(context.Background(), 1)
+	tb.ConnectorInferenceMetricsSanitizedLabels.Add(context.Background(), 1)
 	AssertEqualConnectorInferenceMetricsBadValues(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -42,6 +43,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorInferenceMetricsRefusedFlushes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorInferenceMetricsSanitizedLabels(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorInferenceMetricsSeries(t, testTel,

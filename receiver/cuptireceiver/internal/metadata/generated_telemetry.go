@@ -37,6 +37,7 @@ type TelemetryBuilder struct {
 	ReceiverCuptiEngineGraphTableResets        metric.Int64Counter
 	ReceiverCuptiGraphSignatureOverflowRecords metric.Int64Counter
 	ReceiverCuptiGraphTableResets              metric.Int64Counter
+	ReceiverCuptiIdleConnections               metric.Int64Counter
 	ReceiverCuptiKernelsUnattributed           metric.Int64Counter
 	ReceiverCuptiOverflowDroppedRecords        metric.Int64Counter
 	ReceiverCuptiPoolExhausted                 metric.Int64Counter
@@ -143,6 +144,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_cupti_graph_table_resets",
 		metric.WithDescription("Times a connection's table of graph ids (8192) filled and was cleared; graph records of ids registered before the reset go up under the signature `unknown`. [Development]"),
 		metric.WithUnit("{reset}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverCuptiIdleConnections, err = builder.meter.Int64Counter(
+		"otelcol_receiver_cupti_idle_connections",
+		metric.WithDescription("Connections closed because they sent nothing for idle_timeout (the library sends stats every second). [Development]"),
+		metric.WithUnit("{connection}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverCuptiKernelsUnattributed, err = builder.meter.Int64Counter(

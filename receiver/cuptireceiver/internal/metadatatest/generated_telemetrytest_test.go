@@ -30,6 +30,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverCuptiEngineGraphTableResets.Add(context.Background(), 1)
 	tb.ReceiverCuptiGraphSignatureOverflowRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiGraphTableResets.Add(context.Background(), 1)
+	tb.ReceiverCuptiIdleConnections.Add(context.Background(), 1)
 	tb.ReceiverCuptiKernelsUnattributed.Add(context.Background(), 1)
 	tb.ReceiverCuptiOverflowDroppedRecords.Add(context.Background(), 1)
 	tb.ReceiverCuptiPoolExhausted.Add(context.Background(), 1)
@@ -72,6 +73,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiGraphTableResets(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverCuptiIdleConnections(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverCuptiKernelsUnattributed(t, testTel,
