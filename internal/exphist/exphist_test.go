@@ -59,12 +59,18 @@ var quantiles = []float64{0.5, 0.9, 0.95, 0.99}
 // bound of the exact one, and the bound is within 2% for these ranges.
 func TestQuantilesWithinBound(t *testing.T) {
 	cases := map[string][]float64{
-		"lognormal TTFT, 300":       lognormal(300, 0.159, 0.6, 1),
-		"lognormal, 100000":         lognormal(100000, 0.02, 1.0, 2),
-		"bimodal":                   bimodal(1000, 3),
-		"constant 0.25":             constant(200, 0.25),
-		"all-ones batch sizes":      constant(500, 1),
-		"batch sizes 1 to 256":      func() []float64 { v := make([]float64, 256); for i := range v { v[i] = float64(i + 1) }; return v }(),
+		"lognormal TTFT, 300":  lognormal(300, 0.159, 0.6, 1),
+		"lognormal, 100000":    lognormal(100000, 0.02, 1.0, 2),
+		"bimodal":              bimodal(1000, 3),
+		"constant 0.25":        constant(200, 0.25),
+		"all-ones batch sizes": constant(500, 1),
+		"batch sizes 1 to 256": func() []float64 {
+			v := make([]float64, 256)
+			for i := range v {
+				v[i] = float64(i + 1)
+			}
+			return v
+		}(),
 		"zeros and values":          append(constant(30, 0), lognormal(70, 3, 0.3, 4)...),
 		"1 ms to 60 s (16 octaves)": append(constant(1, 0.001), append(lognormal(500, 0.5, 1, 5), 60)...),
 	}
