@@ -13,6 +13,7 @@ package exphist // import "github.com/inferprof/inferprof/internal/exphist"
 
 import (
 	"math"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -78,6 +79,10 @@ func (h *Histogram) Observe(v float64) {
 // add counts n values in bucket idx of the current scale, downscaling first
 // if the range would need more than MaxSize buckets.
 func (h *Histogram) add(idx int32, n uint64) {
+	if j := idx - h.offset; j >= 0 && int(j) < len(h.counts) {
+		h.counts[j] += n // the common case once the range is known
+		return
+	}
 	if len(h.counts) == 0 {
 		h.offset = idx
 		h.counts = append(h.counts[:0], n)
@@ -196,7 +201,57 @@ func MapToIndex(v float64, scale int32) int32 {
 	if scale <= 0 {
 		return int32((exp - 1) >> -scale)
 	}
+	if scale <= maxTableScale {
+		// v = m × 2^e, m in (1, 2): the index is e×2^s plus the first k
+		// with 2^(k/2^s) >= m, minus one. The top s+1 bits of m pick one of
+		// 2^(s+1) equal slices of [1, 2), each holding at most one
+		// boundary (the closest two, at 1, are ln 2/2^s > 1/2^(s+1) apart):
+		// the slice's first candidate and one comparison give k.
+		t := table(scale)
+		j := math.Float64bits(v) << 12 >> (64 - 1 - scale) // top s+1 mantissa bits
+		k := t.first[j]
+		if t.b[k] < frac*2 {
+			k++
+		}
+		return int32((exp-1)<<scale) + k - 1
+	}
 	return int32(math.Ceil(math.Log2(v)*math.Ldexp(1, int(scale)))) - 1
+}
+
+// maxTableScale is the finest scale with a boundary table (4096 entries,
+// 32 KiB); finer scales, where a histogram holds one value or a range under
+// 2^(512/2^12) = 1.09×, use the logarithm.
+const maxTableScale = 12
+
+type lut struct {
+	once  sync.Once
+	b     []float64 // 2^(k/2^s) for k in [0, 2^s]
+	first []int32   // per slice j of [1, 2): the first k with b[k] >= 1 + j/2^(s+1)
+}
+
+var tables [maxTableScale + 1]lut
+
+func table(scale int32) *lut {
+	t := &tables[scale]
+	t.once.Do(func() {
+		n := 1 << scale
+		t.b = make([]float64, n+1)
+		for k := range t.b {
+			t.b[k] = math.Exp2(float64(k) / float64(n))
+		}
+		t.b[0], t.b[n] = 1, 2 // exactly, whatever Exp2 rounds to
+		slices := 2 * n
+		t.first = make([]int32, slices)
+		k := int32(0)
+		for j := range slices {
+			start := 1 + float64(j)/float64(slices)
+			for t.b[k] < start {
+				k++
+			}
+			t.first[j] = k
+		}
+	})
+	return t
 }
 
 // LowerBound is the lower bound of bucket idx at scale.
