@@ -34,6 +34,8 @@ const (
 // Histogram is an exponential histogram of non-negative values. The zero
 // value is not ready: use New.
 type Histogram struct {
+	lut      *lut // the boundary table of lutScale, for tableIndex
+	lutScale int32
 	scale    int32
 	offset   int32    // bucket index of counts[0]
 	counts   []uint64 // positive buckets from offset; len 0 when none
@@ -73,7 +75,31 @@ func (h *Histogram) Observe(v float64) {
 		h.zero++
 		return
 	}
+	if h.scale > 0 && h.scale <= maxTableScale {
+		h.add(h.tableIndex(v), 1)
+		return
+	}
 	h.add(MapToIndex(v, h.scale), 1)
+}
+
+// tableIndex is MapToIndex for a normal v at a table scale, with the
+// table kept on the histogram and the exponent read from the bits: the
+// per-value path.
+func (h *Histogram) tableIndex(v float64) int32 {
+	if h.lut == nil || h.lutScale != h.scale {
+		h.lut, h.lutScale = table(h.scale), h.scale
+	}
+	bits := math.Float64bits(v)
+	e := int32(bits>>52&0x7ff) - 1023 // v = 1.m × 2^e
+	mant := bits & (1<<52 - 1)
+	if mant == 0 {
+		return e<<h.scale - 1 // a power of two: its bucket's upper bound
+	}
+	k := h.lut.first[mant>>(52-1-h.scale)]
+	if h.lut.b[k] < math.Float64frombits(mant|1023<<52) {
+		k++
+	}
+	return e<<h.scale + k - 1
 }
 
 // add counts n values in bucket idx of the current scale, downscaling first

@@ -231,3 +231,20 @@ func FuzzFromPoint(f *testing.F) {
 		}
 	})
 }
+
+// The per-value path gives the same index as MapToIndex.
+func TestTableIndexMatchesMapToIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for scale := int32(1); scale <= maxTableScale; scale++ {
+		h := New()
+		h.scale = scale
+		for range 5000 {
+			v := math.Exp2(r.Float64()*80 - 40)
+			require.Equal(t, MapToIndex(v, scale), h.tableIndex(v), "scale %d v %v", scale, v)
+		}
+		for _, e := range []int{-30, -1, 0, 1, 9} {
+			v := math.Ldexp(1, e)
+			require.Equal(t, MapToIndex(v, scale), h.tableIndex(v), "scale %d 2^%d", scale, e)
+		}
+	}
+}
