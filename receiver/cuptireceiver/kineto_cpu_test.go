@@ -33,7 +33,7 @@ var cpuTrace = filepath.Join("testdata", "kineto-cpu", "torch-2.13.0-cpu-mlp.pt.
 type cpuStep struct {
 	index      uint64
 	tid        int64
-	start, end uint64 // Unix ns
+	start, end uint64        // Unix ns
 	ops        map[int64]int // cpu_op events inside the step, by thread
 }
 
