@@ -35,6 +35,11 @@ func scrapeLabels(t *testing.T, p parser.Parser, addr string) map[string]map[str
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	out := map[string]map[string]bool{}
+	// A native histogram (an exponential one, through the prometheus
+	// exporter) shows in the text format as _count, _sum and a lone +Inf
+	// bucket: its own name, which PromQL selects, is taken from _count when
+	// the name has no finite bucket.
+	classic := map[string]bool{}
 	s := bufio.NewScanner(bytes.NewReader(body))
 	s.Buffer(make([]byte, 1<<20), 16<<20)
 	for s.Scan() {
@@ -53,6 +58,9 @@ func scrapeLabels(t *testing.T, p parser.Parser, addr string) map[string]map[str
 		ls, err := p.ParseMetric(series)
 		require.NoErrorf(t, err, "scrape line %q", line)
 		name := ls.Get(labels.MetricName)
+		if base, ok := strings.CutSuffix(name, "_bucket"); ok && ls.Get("le") != "+Inf" {
+			classic[base] = true
+		}
 		if out[name] == nil {
 			out[name] = map[string]bool{}
 		}
@@ -61,6 +69,13 @@ func scrapeLabels(t *testing.T, p parser.Parser, addr string) map[string]map[str
 				out[name][l.Name] = true
 			}
 		})
+	}
+	for name, ls := range out {
+		if base, ok := strings.CutSuffix(name, "_count"); ok && !classic[base] && out[base] == nil {
+			if _, hasSum := out[base+"_sum"]; hasSum {
+				out[base] = ls
+			}
+		}
 	}
 	return out
 }

@@ -193,6 +193,9 @@ func (c *Config) Validate() error {
 }
 
 func knownMetric(name string) bool {
+	if aggregate.IsExponential(name) {
+		return true
+	}
 	for _, s := range aggregate.Specs {
 		if s.Name == name {
 			return true

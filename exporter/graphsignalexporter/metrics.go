@@ -74,6 +74,7 @@ func (e *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 	if e.s.store != nil {
 		r, est := e.s.enc.Metrics(out)
 		req = &encodedMetrics{req: r, st: est}
+		req.exp, req.badExp = e.s.enc.Exponential(out)
 	}
 	// So do the dashboard and the timeline.
 	c := e.s.collectMetrics(out)
@@ -89,13 +90,21 @@ func (e *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		if n := e.s.store.Apply(req.req); n > 0 {
 			e.s.tb.GraphsignalLocalDroppedSeries.Add(ctx, int64(n))
 		}
+		for _, p := range req.exp {
+			e.s.store.ApplyExponential(p.Name, p.Tags, p.Hist)
+		}
+		if req.badExp > 0 {
+			e.s.tb.GraphsignalUnsupportedDatapoints.Add(ctx, int64(req.badExp))
+		}
 	}
 	return nil
 }
 
 type encodedMetrics struct {
-	req *signalsv1.UploadRequest
-	st  encode.Stats
+	req    *signalsv1.UploadRequest
+	st     encode.Stats
+	exp    []encode.ExpPoint // exponential twins, for the local store only
+	badExp int
 }
 
 // push runs after the queue: encode and upload one batch of deltas.

@@ -121,6 +121,22 @@ const (
 	MetricStepTokens         = "inferprof.engine.step.tokens"
 	MetricPreemptions        = "inferprof.engine.preemptions"
 
+	// Base-2 exponential twins of the latency and step histograms above,
+	// for percentiles within 2%: "inferprof.exponential." and the name
+	// without its namespace, so no gen_ai.* name is made up and Prometheus
+	// names do not collide with the explicit ones.
+	MetricExpTimeToFirstToken   = "inferprof.exponential.server.time_to_first_token"
+	MetricExpTimePerOutputToken = "inferprof.exponential.server.time_per_output_token"
+	MetricExpRequestDuration    = "inferprof.exponential.server.request.duration"
+	MetricExpQueueDuration      = "inferprof.exponential.server.queue.duration"
+	MetricExpPrefillDuration    = "inferprof.exponential.server.prefill.duration"
+	MetricExpDecodeDuration     = "inferprof.exponential.server.decode.duration"
+	MetricExpOtherDuration      = "inferprof.exponential.server.other.duration"
+	MetricExpInterTokenLatency  = "inferprof.exponential.server.inter_token_latency"
+	MetricExpStepDuration       = "inferprof.exponential.engine.step.duration"
+	MetricExpStepBatchSize      = "inferprof.exponential.engine.step.batch_size"
+	MetricExpStepTokens         = "inferprof.exponential.engine.step.tokens"
+
 	AttrTokenType      = "gen_ai.token.type" // input | output
 	AttrMetricOverflow = "otel.metric.overflow"
 	ErrorTypeOther     = "_OTHER" // semconv fallback for error.type

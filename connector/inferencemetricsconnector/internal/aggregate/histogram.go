@@ -9,6 +9,8 @@ package aggregate // import "github.com/inferprof/inferprof/connector/inferencem
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/inferprof/inferprof/internal/exphist"
 )
 
 // Exemplar links one observed value to the span it came from.
@@ -30,6 +32,9 @@ type Histogram struct {
 	min, max  float64
 	exemplars []Exemplar // cap is the per-data-point limit
 	exLow     int        // index of the smallest kept exemplar once the slots are full
+	// exp, when set, is the exponential twin of the same values
+	// (exponential.go).
+	exp *exphist.Histogram
 }
 
 func newHistogram(bounds []float64, maxExemplars int) Histogram {
@@ -51,6 +56,9 @@ func (h *Histogram) Observe(v float64) {
 	}
 	h.count++
 	h.sum += v
+	if h.exp != nil {
+		h.exp.Observe(v)
+	}
 }
 
 // ObserveExemplar adds v and offers it as an exemplar. When the slots are
@@ -124,6 +132,9 @@ func (h *Histogram) reset() {
 	clear(h.counts)
 	h.count, h.sum, h.min, h.max = 0, 0, 0, 0
 	h.exemplars = h.exemplars[:0]
+	if h.exp != nil {
+		h.exp.Reset()
+	}
 }
 
 // appendTo writes h as one data point carrying attrs (and, when value is

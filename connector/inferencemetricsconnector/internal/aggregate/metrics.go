@@ -275,6 +275,10 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 			}
 		}
 	}
+	// The exponential twins after every explicit metric (exponential.go).
+	for i := range Specs {
+		ms = st.appendExponential(md, ms, resAttrs, &Specs[i], series, now)
+	}
 }
 
 // sumPoint appends a data point of series s to the sum m, creating the

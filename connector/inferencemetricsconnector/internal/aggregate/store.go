@@ -229,7 +229,7 @@ func (st *Store) newSeries(now pcommon.Timestamp, kind Kind) *Series {
 
 func (st *Store) newRequestStats() *RequestStats {
 	ex := st.set.MaxExemplars
-	return &RequestStats{
+	return st.withExponential(&RequestStats{
 		TTFT:         newHistogram(BoundsTTFT, ex),
 		TPOT:         newHistogram(BoundsTPOT, ex),
 		Duration:     newHistogram(BoundsRequestDuration, ex),
@@ -242,15 +242,15 @@ func (st *Store) newRequestStats() *RequestStats {
 		OutputTokens: newHistogram(BoundsTokens, 0),
 		// A share: 0 (the GPU never waited) to 1.
 		CPUOverheadShare: newHistogram(BoundsShare, ex),
-	}
+	})
 }
 
 func (st *Store) newStepStats() *StepStats {
-	return &StepStats{
+	return st.withExponentialSteps(&StepStats{
 		Duration:  newHistogram(BoundsStepDuration, st.set.MaxExemplars),
 		BatchSize: newHistogram(BoundsBatchSize, 0),
 		Tokens:    newHistogram(BoundsStepTokens, 0),
-	}
+	})
 }
 
 // overflowSeries is the one series, under an empty resource, that collects

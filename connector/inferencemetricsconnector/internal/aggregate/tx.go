@@ -158,6 +158,9 @@ func (h *Histogram) merge(o *Histogram) {
 	}
 	h.count += o.count
 	h.sum += o.sum
+	if h.exp != nil && o.exp != nil {
+		h.exp.Merge(o.exp)
+	}
 	for _, e := range o.exemplars {
 		h.offer(e)
 	}

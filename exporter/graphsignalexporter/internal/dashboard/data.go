@@ -39,14 +39,18 @@ type Doc struct {
 	Timeline TimelineInfo              `json:"timeline"`
 }
 
-// LatencyPoint is one flush's percentiles, estimated inside histogram
-// buckets as /signals does (local.Quantile).
+// LatencyPoint is one flush's percentiles, read as /signals reads them:
+// from the exponential twin where the connector sends one, within
+// RelativeError of exact, else estimated inside the histogram buckets
+// (local.Quantile).
 type LatencyPoint struct {
-	T     int64    `json:"t"`
-	Count int64    `json:"count"`
-	P50   *float64 `json:"p50"`
-	P90   *float64 `json:"p90"`
-	P99   *float64 `json:"p99"`
+	T             int64    `json:"t"`
+	Count         int64    `json:"count"`
+	P50           *float64 `json:"p50"`
+	P90           *float64 `json:"p90"`
+	P99           *float64 `json:"p99"`
+	Method        string   `json:"quantile_method"`
+	RelativeError *float64 `json:"relative_error"`
 }
 
 // PhasePoint is one flush's mean time per request in each phase.
@@ -158,10 +162,11 @@ func (h *History) Build(version string, start, now time.Time, targets Targets, t
 	for key, r := range h.latency {
 		pts := make([]LatencyPoint, 0, len(r.pts))
 		for _, p := range r.pts {
-			lp := LatencyPoint{T: p.t, Count: p.v.count}
+			lp := LatencyPoint{T: p.t, Count: p.v.count, Method: local.QuantileMethod}
 			lp.P50, _ = local.Quantile(p.v.bins, p.v.min, p.v.max, 0.50)
 			lp.P90, _ = local.Quantile(p.v.bins, p.v.min, p.v.max, 0.90)
 			lp.P99, _ = local.Quantile(p.v.bins, p.v.min, p.v.max, 0.99)
+			p.v.expQuantiles(&lp)
 			pts = append(pts, lp)
 		}
 		d.Latency[key] = pts

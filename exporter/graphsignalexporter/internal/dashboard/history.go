@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+	"github.com/inferprof/inferprof/internal/exphist"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -54,6 +55,7 @@ type hist struct {
 	count    int64
 	sum      float64
 	min, max *float64
+	exp      *exphist.Histogram // the exponential twin's values, when the connector sends them
 }
 
 func (h *hist) add(dp pmetric.HistogramDataPoint) {
@@ -239,11 +241,15 @@ func mergeHists(dst, src *ring[*hist]) {
 		if p.v.max != nil && (d.max == nil || *p.v.max > *d.max) {
 			d.max = p.v.max
 		}
+		mergeExp(d, p.v.exp)
 	}
 }
 
 func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 	name := m.Name()
+	if h.addExponential(m) {
+		return
+	}
 	if key, ok := latencyMetrics[name]; ok && m.Type() == pmetric.MetricTypeHistogram {
 		h.addHist(h.latency[key], m.Histogram())
 		return

@@ -17,6 +17,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/inferprof/inferprof/internal/exphist"
 )
 
 const (
@@ -29,7 +31,7 @@ const (
 
 // Stats counts what a conversion could not carry over.
 type Stats struct {
-	Unsupported int // exponential histograms, non-finite values
+	Unsupported int // unreadable exponential histograms, non-finite values
 	Overflow    int // new series refused because MaxSeries were tracked
 }
 
@@ -45,6 +47,7 @@ type series struct {
 	max     float64
 	hasMin  bool
 	hasMax  bool
+	exp     *exphist.Histogram // an exponential histogram's last cumulative point; never changed once set
 }
 
 // Converter holds the last cumulative state of every series. Convert, then
@@ -156,6 +159,8 @@ func dataPointCount(m pmetric.Metric) int {
 		return m.Sum().DataPoints().Len()
 	case pmetric.MetricTypeHistogram:
 		return m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		return m.ExponentialHistogram().DataPoints().Len()
 	}
 	return 0
 }
@@ -260,7 +265,10 @@ func (c *Converter) convertMetric(tx *Tx, st *Stats, resHash uint64, m pmetric.M
 		oh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 		c.summary(tx, st, resHash, m.Name(), m.Summary().DataPoints(), oh.DataPoints())
 	case pmetric.MetricTypeExponentialHistogram:
-		st.Unsupported += m.ExponentialHistogram().DataPoints().Len()
+		h := m.ExponentialHistogram()
+		oh := newLike(dst, m).SetEmptyExponentialHistogram()
+		oh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+		c.exponential(tx, st, resHash, m.Name(), h.AggregationTemporality(), h.DataPoints(), oh.DataPoints())
 	}
 }
 

@@ -161,7 +161,7 @@ func TestUnsupportedAndOverflow(t *testing.T) {
 	c := New(t0, func() time.Time { return t0 })
 	md := pmetric.NewMetrics()
 	ms := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics()
-	ms.AppendEmpty().SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
+	ms.AppendEmpty().SetEmptyExponentialHistogram().DataPoints().AppendEmpty().SetScale(21) // finer than any SDK
 	bad := ms.AppendEmpty().SetEmptyHistogram().DataPoints().AppendEmpty()
 	bad.ExplicitBounds().FromRaw([]float64{1})
 	bad.BucketCounts().FromRaw([]uint64{1, 2, 3}) // one too many

@@ -238,6 +238,9 @@ func (b *metricsBuilder) unmapped(res pcommon.Map, scope string, m pmetric.Metri
 			})
 		}
 	default:
+		if isTwin(m) {
+			return // read by the local store (Exponential), not uploaded
+		}
 		b.st.Skipped += countPoints(m)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
+	"github.com/inferprof/inferprof/internal/exphist"
 )
 
 const (
@@ -33,6 +34,7 @@ type histogram struct {
 	min, max *float64
 	hasCount bool
 	hasSum   bool
+	exp      *exphist.Histogram // the exponential twin's values (exponential.go)
 }
 
 type frame struct {
@@ -291,18 +293,21 @@ type CounterStats struct {
 	Total float64 `json:"total"`
 }
 
-// QuantileMethod labels p50 and p95 in /signals: they are estimates,
-// interpolated linearly inside the histogram bucket that holds the
-// quantile, not exact percentiles of the recorded values.
+// QuantileMethod labels the percentiles in /signals of a histogram without
+// an exponential twin: they are estimates, interpolated linearly inside the
+// histogram bucket that holds the quantile, not exact percentiles of the
+// recorded values.
 const QuantileMethod = "bucket_interpolation"
 
-// HistogramStats summarises a histogram since start_ns. P50 and P95 are
-// estimates (see QuantileMethod); the exact percentile of the recorded
-// values lies within P50Bucket / P95Bucket, [lower, upper], so the error is
-// at most that bucket's width. A bound is null where the data does not
-// tell it (no min below the first bucket; no max above the last, whose
-// overflow Graphsignal's format folds in). Quantiles are null without
-// bins.
+// HistogramStats summarises a histogram since start_ns. The percentiles
+// are estimates, by QuantileMethod or, where the connector keeps an
+// exponential twin, QuantileMethodExponential, within RelativeError of the
+// exact nearest-rank percentile. The exact percentile lies within P50Bucket
+// / P95Bucket, [lower, upper]. A bound is null where the data does not tell
+// it (no min below the first bucket; no max above the last, whose overflow
+// Graphsignal's format folds in); RelativeError is null for bucket
+// interpolation, whose error only the bucket bounds it. Quantiles are null
+// without bins.
 type HistogramStats struct {
 	Count          *int64      `json:"count"`
 	Sum            *float64    `json:"sum"`
@@ -310,8 +315,11 @@ type HistogramStats struct {
 	Max            *float64    `json:"max"`
 	Mean           *float64    `json:"mean"`
 	P50            *float64    `json:"p50"`
+	P90            *float64    `json:"p90"`
 	P95            *float64    `json:"p95"`
+	P99            *float64    `json:"p99"`
 	QuantileMethod string      `json:"quantile_method"`
+	RelativeError  *float64    `json:"relative_error"`
 	P50Bucket      [2]*float64 `json:"p50_bucket"`
 	P95Bucket      [2]*float64 `json:"p95_bucket"`
 }
@@ -450,7 +458,12 @@ func (h *histogram) stats() HistogramStats {
 	}
 	st.Min, st.Max = h.min, h.max
 	st.P50, st.P50Bucket = h.quantile(0.50)
+	st.P90, _ = h.quantile(0.90)
 	st.P95, st.P95Bucket = h.quantile(0.95)
+	st.P99, _ = h.quantile(0.99)
+	if h.exp != nil && h.exp.Count() > 0 {
+		h.expStats(&st)
+	}
 	return st
 }
 

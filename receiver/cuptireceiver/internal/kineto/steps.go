@@ -17,11 +17,13 @@ import (
 // torch/profiler/profiler.py, profile.step: record_function
 // "ProfilerStep#" + str(step_num)); vLLM's GPU worker calls it once per
 // engine step (vllm/v1/worker/gpu_worker.py annotate_profile, vllm-project/vllm
-// @35d5cda1). A kernel
-// belongs to the step whose annotation holds the cuda_runtime or
-// cuda_driver event that launched it on the annotation's thread: the
-// kernel's args.correlation is that launch's (libkineto output_json.cpp
-// writes the correlation id on both).
+// @35d5cda1). A kernel belongs to the step whose time range holds the
+// cuda_runtime or cuda_driver event that launched it on any thread of the
+// annotation's process: autograd runs the backward pass on its own device
+// threads (torch/csrc/autograd/engine.cpp, Engine::thread_init), which
+// launch most of a training step's kernels, and they carry no annotation of
+// their own. The kernel's args.correlation is its launch's (libkineto
+// output_json.cpp writes the correlation id on both).
 
 // profilerStep is the annotation's name prefix.
 var profilerStep = []byte("ProfilerStep#")
@@ -99,22 +101,38 @@ func (c *stepCollector) add(ev *Event, name uint32) {
 	}
 }
 
-// annotationOf is the index of the annotation that holds launch l (on its
-// thread when sameThread), -1 if none does.
-func (c *stepCollector) annotationOf(l launchEvent, sameThread bool) int {
-	i, _ := slices.BinarySearchFunc(c.anns, l.ts, func(a annotation, t uint64) int {
-		if a.start <= t {
+// annIndex finds the annotation whose time range holds a launch: the
+// annotations of one process (or of the whole file) in start order, with
+// the latest end among each prefix, so a lookup stops at the first
+// annotation that ends before the launch and every earlier one does too.
+type annIndex struct {
+	idx    []int    // into stepCollector.anns, in start order
+	maxEnd []uint64 // maxEnd[j] = max end of idx[:j+1]
+}
+
+func (x *annIndex) add(anns []annotation, i int) {
+	e := anns[i].end
+	if n := len(x.maxEnd); n > 0 {
+		e = max(e, x.maxEnd[n-1])
+	}
+	x.idx = append(x.idx, i)
+	x.maxEnd = append(x.maxEnd, e)
+}
+
+// of is the latest-starting annotation that holds time ts, -1 if none.
+func (x *annIndex) of(anns []annotation, ts uint64) int {
+	if x == nil {
+		return -1
+	}
+	j, _ := slices.BinarySearchFunc(x.idx, ts, func(i int, t uint64) int {
+		if anns[i].start <= t {
 			return -1
 		}
 		return 1
 	})
-	for i--; i >= 0; i-- {
-		a := c.anns[i]
-		if (!sameThread || a.pid == l.pid && a.tid == l.tid) && l.ts <= a.end {
-			return i
-		}
-		if a.end < l.ts && i > 0 && c.anns[i-1].end < a.start {
-			return -1 // ProfilerStep annotations do not nest
+	for j--; j >= 0 && x.maxEnd[j] >= ts; j-- {
+		if a := anns[x.idx[j]]; ts <= a.end {
+			return x.idx[j]
 		}
 	}
 	return -1
@@ -131,16 +149,31 @@ func (c *stepCollector) steps(base uint64, names StepNames, top int) []Step {
 		return nil
 	}
 	slices.SortFunc(c.anns, func(a, b annotation) int { return cmp.Compare(a.start, b.start) })
-	// Each launch to the annotation of its thread that holds it. A trace
-	// whose launch events carry another pid than its annotations (CUPTI and
-	// the profiler saw the process through different pid namespaces; the
-	// Triton example in testdata is one) has no launch on any annotation's
-	// thread: its launches are matched by time alone.
+	// Each launch to the annotation of its process that holds it, whatever
+	// the thread. A trace whose launch events carry another pid than its
+	// annotations (CUPTI and the profiler saw the process through different
+	// pid namespaces; the Triton example in testdata is one) has no launch
+	// in any annotation's process: its launches are matched by time alone.
+	var all annIndex
+	byPID := map[int64]*annIndex{}
+	for i, a := range c.anns {
+		all.add(c.anns, i)
+		x := byPID[a.pid]
+		if x == nil {
+			x = &annIndex{}
+			byPID[a.pid] = x
+		}
+		x.add(c.anns, i)
+	}
 	stepOf := make(map[int64]int, len(c.launches))
 	launched := make([]int, len(c.anns))
-	for _, sameThread := range []bool{true, false} {
+	for _, samePID := range []bool{true, false} {
 		for _, l := range c.launches {
-			if i := c.annotationOf(l, sameThread); i >= 0 {
+			x := &all
+			if samePID {
+				x = byPID[l.pid]
+			}
+			if i := x.of(c.anns, l.ts); i >= 0 {
 				stepOf[l.corr] = i
 				launched[i]++
 			}
