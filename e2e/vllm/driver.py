@@ -10,7 +10,7 @@ object a line. Times are time.time() (the same clock vLLM stamps arrival
 with), taken with perf_counter offsets so they are monotonic within a run.
 
 Usage: python driver.py --base-url URL --model NAME --out FILE
-       [--concurrency 1,8,32] [--requests-per-level 8,24,64] [--seed N] [--bench]
+       [--concurrency 1,8,32] [--requests-per-level 8,24,64] [--seed N] [--bench | --abort]
 """
 
 import argparse
@@ -22,18 +22,19 @@ import time
 
 import openai
 
-# Words for the prompts. Each prompt also carries a marker made for this run
-# (PRIVACY_MARK + request number): the privacy check looks for it in every
-# collector output.
-WORDS = ["alpha", "beta", "gamma", "delta", "kernel", "token", "batch", "queue",
-         "decode", "prefill", "cache", "block", "layer", "model", "stream", "chunk"]
+from make_model import words
+
+# Words for the prompts: the tiny model's vocabulary, so every word is one
+# token and prompts that share words share tokens. Each prompt also carries
+# a marker made for this run (PRIVACY_MARK + request number): the privacy
+# check looks for it in every collector output.
+WORDS = words()
 PRIVACY_MARK = "zqxsecret"
 # Shared prefixes: long enough to fill whole KV blocks (vLLM CPU: 128 tokens
 # a block by default, so several hundred words), so later requests hit.
 PREFIXES = 3
 MAX_TOKENS = [4, 9, 16, 33]
-ABORT_EVERY = 7          # every 7th request is closed mid-way
-ABORT_AFTER_CHUNKS = 3   # after this many content chunks
+ABORT_AFTER_CHUNKS = 3   # an aborted stream is closed after this many content chunks
 
 
 class Clock:
@@ -47,14 +48,17 @@ class Clock:
         return self.wall0 + (time.perf_counter() - self.perf0)
 
 
-def plan(levels, counts, seed, bench=False):
+def plan(levels, counts, seed, bench=False, abort=False):
     """The requests, in order, for every concurrency level. bench: one
-    max_tokens, no aborts, so runs compare token for token."""
+    max_tokens, so runs compare token for token. abort: every stream is
+    closed after ABORT_AFTER_CHUNKS chunks (run.py runs the aborts as a
+    phase of their own, so the histograms of the finished requests can be
+    compared with vLLM's for exactly the same requests)."""
     rng = random.Random(seed)
     prefixes = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(300, 500)))
                 for _ in range(PREFIXES)]
     reqs = []
-    n = 0
+    n = 1000 if abort else 0
     for level, count in zip(levels, counts):
         for i in range(count):
             n += 1
@@ -66,8 +70,11 @@ def plan(levels, counts, seed, bench=False):
                 "n": n, "level": level,
                 "api": "chat" if n % 2 else "completion",
                 "prompt": prompt,
-                "max_tokens": 32 if bench else rng.choice(MAX_TOKENS),
-                "abort": not bench and n % ABORT_EVERY == 0,
+                # An aborted stream asks for many tokens, so the engine is still
+                # generating when the client closes (the tiny model makes 33
+                # tokens before three chunks reach the client).
+                "max_tokens": 32 if bench else 400 if abort else rng.choice(MAX_TOKENS),
+                "abort": abort,
             })
     return reqs
 
@@ -75,7 +82,9 @@ def plan(levels, counts, seed, bench=False):
 async def one(client, model, req, clock):
     rec = {k: req[k] for k in ("n", "level", "api", "max_tokens", "abort")}
     rec["mark"] = f"{PRIVACY_MARK}{req['n']:04d}"
-    extra = {"ignore_eos": True}  # random weights: lengths are max_tokens
+    # Random weights: ignore_eos makes lengths max_tokens, and special
+    # tokens are written out, so each token is one non-empty chunk.
+    extra = {"ignore_eos": True, "skip_special_tokens": False}
     opts = {"stream_options": {"include_usage": True}}
     rec["send"] = clock.now()
     chunks, text, usage, rid = [], [], None, None
@@ -129,7 +138,7 @@ async def level_run(client, model, reqs, level, clock):
 async def main_async(args):
     levels = [int(x) for x in args.concurrency.split(",")]
     counts = [int(x) for x in args.requests_per_level.split(",")]
-    reqs = plan(levels, counts, args.seed, args.bench)
+    reqs = plan(levels, counts, args.seed, args.bench, args.abort)
     clock = Clock()
     client = openai.AsyncOpenAI(base_url=args.base_url, api_key="none",
                                 max_retries=0, timeout=args.timeout)
@@ -142,7 +151,7 @@ async def main_async(args):
         print(f"driver: concurrency {level}: {len(recs)} requests in "
               f"{clock.now() - t0:.1f}s", file=sys.stderr)
     await client.close()
-    with open(args.out, "w") as f:
+    with open(args.out, "a") as f:
         for r in out:
             f.write(json.dumps(r) + "\n")
 
@@ -156,7 +165,8 @@ def main():
     p.add_argument("--requests-per-level", default="8,24,64")
     p.add_argument("--seed", type=int, default=25)
     p.add_argument("--timeout", type=float, default=300)
-    p.add_argument("--bench", action="store_true", help="max_tokens 32, no aborts (make bench-engine)")
+    p.add_argument("--bench", action="store_true", help="max_tokens 32 (make bench-engine)")
+    p.add_argument("--abort", action="store_true", help="close every stream mid-way")
     asyncio.run(main_async(p.parse_args()))
 
 

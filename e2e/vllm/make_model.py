@@ -3,7 +3,7 @@
 """Writes a tiny Llama-architecture model folder for the vLLM e2e run.
 
 Nothing comes from a model hub: config.json is written here, and the
-tokenizer is a byte-level BPE trained on generated text. vLLM serves it with
+tokenizer is a word-level one trained on generated text. vLLM serves it with
 --load-format dummy (random weights), so the outputs mean nothing; the load
 driver sets ignore_eos so completion lengths are what max_tokens asks for.
 
@@ -28,30 +28,46 @@ CHAT_TEMPLATE = (
 )
 
 
-def corpus(n=4000, seed=7):
+def words(n=600, seed=7):
+    """The vocabulary: made-up words, so that an output text is nothing a
+    collector would write by itself (the privacy check looks for them)."""
     rng = random.Random(seed)
-    words = ["alpha", "beta", "gamma", "delta", "kernel", "token", "batch", "step",
-             "queue", "decode", "prefill", "cache", "block", "layer", "model", "engine",
-             "stream", "chunk", "latency", "profile", "user", "assistant", "system"]
+    cons, vow = "bdfgklmnprstvz", "aeiou"
+    out = []
+    seen = set()
+    while len(out) < n:
+        w = "".join(rng.choice(cons) + rng.choice(vow) for _ in range(rng.randint(2, 4)))
+        if w not in seen:
+            seen.add(w)
+            out.append(w)
+    return out
+
+
+def corpus(vocab, n=2000, seed=7):
+    rng = random.Random(seed)
+    yield " ".join(vocab)  # every word at least once
     for _ in range(n):
-        yield " ".join(rng.choice(words) for _ in range(rng.randint(4, 24)))
+        yield " ".join(rng.choice(vocab) for _ in range(rng.randint(4, 24)))
 
 
 def main(out):
     os.makedirs(out, exist_ok=True)
-    tok = Tokenizer(models.BPE(unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    special = ["<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"]
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=special,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(corpus(), trainer=trainer)
+    # A word-level tokenizer: every token decodes to a whole word, so each
+    # streamed token is a non-empty chunk and the client's chunk gaps are
+    # token gaps (byte-level BPE on random weights yields partial UTF-8
+    # that the detokenizer holds back).
+    special = ["<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"]
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    trainer = trainers.WordLevelTrainer(vocab_size=VOCAB, special_tokens=special, min_frequency=1)
+    tok.train_from_iterator(corpus(words()), trainer=trainer)
     tok.save(os.path.join(out, "tokenizer.json"))
     vocab = tok.get_vocab_size()
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
         json.dump({
             "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": "<s>", "eos_token": "</s>", "pad_token": "</s>",
+            "bos_token": "<s>", "eos_token": "</s>", "pad_token": "</s>", "unk_token": "<unk>",
             "model_max_length": 2048, "add_bos_token": False,
             "chat_template": CHAT_TEMPLATE,
         }, f, indent=1)

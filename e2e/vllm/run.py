@@ -130,12 +130,21 @@ class Sampler(threading.Thread):
             self.done.wait(0.5)
 
 
-def lines_in(path):
-    try:
-        with open(path) as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
+def wait_spans(path, want, limit=90):
+    """Until the trace file holds want request spans (vLLM's
+    BatchSpanProcessor sends every 5 s), then one more connector flush (1 s)
+    and scrape."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if len(analyze.request_spans(analyze.read_traces(path))) >= want:
+            break
+        time.sleep(1)
+    time.sleep(3)
+
+
+def save(d, name, text):
+    with open(os.path.join(d, name), "w") as f:
+        f.write(text)
 
 
 def run_mode(mode, args, work, model_dir):
@@ -178,28 +187,37 @@ def run_mode(mode, args, work, model_dir):
         wait_http(f"http://127.0.0.1:{ports['vllm']}/health", eng, args.start_limit, "vLLM")
         print(f"run[{mode}]: vLLM ready in {time.time() - t0:.0f}s", file=sys.stderr)
         metrics_url = f"http://127.0.0.1:{ports['vllm']}/metrics"
+        drive = [os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
+                 "--base-url", f"http://127.0.0.1:{ports['vllm']}/v1", "--model", MODEL]
+        # Two warm-up requests, outside the figures: the first request of a
+        # fresh server is slow for reasons of its own (lazy imports, caches).
+        subprocess.run(drive + ["--out", os.path.join(d, "warmup.jsonl"), "--concurrency", "1",
+                                "--requests-per-level", "2", "--seed", "1"], check=True, stdin=subprocess.DEVNULL)
+        trace_path = os.path.join(d, "inferprof-traces.jsonl")
+        wait_spans(trace_path, 2)
         before = get(metrics_url)
+        save(d, "prometheus-before.txt", get(f"http://127.0.0.1:{ports['prom']}/metrics"))
         sampler = Sampler(metrics_url)
         sampler.start()
         client_path = os.path.join(d, "client.jsonl")
         levels, counts = args.levels[mode]
-        subprocess.run([os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
-                        "--base-url", f"http://127.0.0.1:{ports['vllm']}/v1", "--model", MODEL,
-                        "--out", client_path, "--concurrency", levels, "--requests-per-level", counts],
+        drive += ["--out", client_path]
+        subprocess.run(drive + ["--concurrency", levels, "--requests-per-level", counts],
                        check=True, stdin=subprocess.DEVNULL)
+        # vLLM's BatchSpanProcessor sends every 5 s; the file exporter
+        # writes a batch a line. Wait until every request span is in, then
+        # one more connector flush (1 s), and take both sides' histograms
+        # for exactly these requests, before the aborts.
+        wait_spans(trace_path, 2 + len(analyze.read_jsonl(client_path)))
+        save(d, "vllm-metrics-mid.txt", get(metrics_url))
+        save(d, "prometheus-mid.txt", get(f"http://127.0.0.1:{ports['prom']}/metrics"))
+        save(d, "phases.json", json.dumps({"abort_start": time.time()}))
+        if args.aborts:
+            subprocess.run(drive + ["--concurrency", "8", "--requests-per-level", str(args.aborts), "--abort"],
+                           check=True, stdin=subprocess.DEVNULL)
         sampler.done.set()
         sampler.join()
-        # vLLM's BatchSpanProcessor sends every 5 s; the file exporter
-        # writes a batch a line. Wait until every request span is in.
-        client = analyze.read_jsonl(client_path)
-        want = sum(1 for r in client if not r["abort"])
-        trace_path = os.path.join(d, "inferprof-traces.jsonl")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if len(analyze.request_spans(analyze.read_traces(trace_path))) >= want:
-                break
-            time.sleep(1)
-        time.sleep(3)  # one more metrics flush interval of the connector (1 s) and a scrape
+        time.sleep(8)  # the aborted requests' spans, if any, and a flush
         after = get(metrics_url)
         outputs = {
             "prometheus": get(f"http://127.0.0.1:{ports['prom']}/metrics"),
@@ -234,16 +252,22 @@ def main():
     p.add_argument("--work", default="")
     p.add_argument("--modes", default="default,optin")
     p.add_argument("--start-limit", type=int, default=600)
+    p.add_argument("--aborts", type=int, default=8, help="streams closed mid-way, after the main load")
+    p.add_argument("--reanalyze", action="store_true", help="no run: the figures from --work's files")
     args = p.parse_args()
     # The opt-in run checks classification and counting, so less load.
     args.levels = {"default": ("1,8,32", "8,24,64"), "optin": ("8", "16")}
     work = args.work or tempfile.mkdtemp(prefix="inferprof-e2e-vllm-")
     os.makedirs(work, exist_ok=True)
     model_dir = os.path.join(work, MODEL)
-    subprocess.run([os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "make_model.py"), model_dir],
-                   check=True, stdout=subprocess.DEVNULL)
+    if not args.reanalyze:
+        subprocess.run([os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "make_model.py"), model_dir],
+                       check=True, stdout=subprocess.DEVNULL)
     dirs = {}
     for mode in args.modes.split(","):
+        if args.reanalyze:  # the figures again, from a run folder's files
+            dirs[mode] = os.path.join(work, mode)
+            continue
         dirs[mode] = run_mode(mode, args, work, model_dir)
     results = analyze.analyze_all(dirs, version=vllm_version(args.venv))
     with open(args.out, "w") as f:

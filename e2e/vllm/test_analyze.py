@@ -62,13 +62,24 @@ class Run:
                 "gen_ai.latency.time_in_model_prefill": (0.040, 0.020)[i],
                 "gen_ai.latency.time_in_model_decode": 0.030,
                 "inferprof.latency.itl.gaps": [0.010, 0.010, 0.010]}})
-            # Prefill of 10 tokens, then 3 decode steps of 1.
+            # Prefill of 10 tokens (the first output token), then 3 decode
+            # steps of 1. request_tokens are the output tokens each got.
+            # The completions endpoint's engine id is the API's plus "-0".
+            eid = rid + "-0" if rid.startswith("cmpl-") else rid
+            if i == 1:
+                self.spans[-1]["attrs"]["gen_ai.request.id"] = eid
             for j, tok in enumerate((10, 1, 1, 1)):
                 self.steps.append({"name": "engine.step", "start": int((send + j * 0.01) * 1e9),
                                    "end": int((send + j * 0.01 + 0.005) * 1e9), "attrs": {
                     "inferprof.step.index": i * 4 + j, "inferprof.step.scheduled_tokens": tok,
-                    "inferprof.step.request_ids": [rid + "-0a1b2c3d"], "inferprof.step.request_tokens": [tok],
+                    "inferprof.step.request_ids": [eid], "inferprof.step.request_tokens": [1],
                     "inferprof.step.running_requests": 1, "inferprof.step.waiting_requests": 0}})
+        # One stream the client closed mid-way, after the others.
+        self.client.append({"n": 1001, "level": 8, "api": "chat", "max_tokens": 400, "abort": True,
+                            "mark": "zqxsecret1001", "send": 1100.0, "end": 1100.2, "id": "chatcmpl-c",
+                            "chunks": [1100.05, 1100.06, 1100.07], "text": "x", "usage": None})
+        self.spans.append({"name": "llm_request", "id": "s2", "attrs": {
+            "gen_ai.request.id": "chatcmpl-c", "error.type": "abort", "gen_ai.usage.output_tokens": 5}})
         self.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 1, "waiting": 0}}] * 3
         self.vllm_after = hist("vllm:time_to_first_token_seconds", 2, 0.09) + \
             hist("vllm:e2e_request_latency_seconds", 2, 0.16)
@@ -84,7 +95,9 @@ class Run:
         w("steps.jsonl", json.dumps(batch(self.steps)) + "\n")
         w("samples.json", json.dumps(self.samples))
         w("vllm-metrics-before.txt", "")
+        w("vllm-metrics-mid.txt", self.vllm_after)
         w("vllm-metrics-after.txt", self.vllm_after)
+        w("prometheus-mid.txt", self.ours)
         w("prometheus.txt", self.ours)
         for f in ("signals.txt", "timeline.txt", "dashboard.txt", "collector.log", "telemetry.txt"):
             w(f, "{}")
@@ -114,7 +127,7 @@ class AnalyzeTest(unittest.TestCase):
         self.assertIn("default: ITL p50, |ours − client's chunk gaps| (s)", figs)
 
     def test_missing_span_fails(self):
-        self.run.spans.pop()
+        self.run.spans.pop(1)
         self.assertIn("default: finished requests with exactly one request span", self.failing(self.run.figures()))
 
     def test_usage_mismatch_fails(self):
@@ -135,23 +148,43 @@ class AnalyzeTest(unittest.TestCase):
         self.run.spans[1]["attrs"]["inferprof.latency.itl.gaps"] = [0.01, 0.01]
         self.assertIn("default: requests whose ITL gap count ≠ completion tokens − 1", self.failing(self.run.figures()))
 
-    def test_step_tokens_identity_fails(self):
+    def test_scheduled_tokens_identity_fails(self):
+        self.run.steps[1]["attrs"]["inferprof.step.scheduled_tokens"] = 2
+        self.assertIn("default: Σ scheduled tokens − Σ (prompt − cached) − Σ (completion − 1), finished requests' steps",
+                      self.failing(self.run.figures()))
+
+    def test_step_output_tokens_fail(self):
         self.run.steps[1]["attrs"]["inferprof.step.request_tokens"] = [2]
-        failing = self.failing(self.run.figures())
-        self.assertIn("default: finished requests whose step tokens ≠ (prompt − cached) + (completion − 1)", failing)
+        self.assertIn("default: finished requests whose step output tokens ≠ usage completion tokens",
+                      self.failing(self.run.figures()))
 
     def test_cached_tokens_enter_the_identity(self):
         # 6 of 10 prompt tokens cached: the prefill step schedules 4.
         self.run.client[0]["usage"]["prompt_tokens_details"]["cached_tokens"] = 6
-        self.run.steps[0]["attrs"]["inferprof.step.request_tokens"] = [4]
         self.run.steps[0]["attrs"]["inferprof.step.scheduled_tokens"] = 4
         self.assertEqual(self.failing(self.run.figures()), [])
 
-    def test_decode_steps_fail_when_prefill_is_split_wrongly(self):
-        # Same token sum, but the prefill ends one step late: 2 decode steps.
-        self.run.steps[0]["attrs"]["inferprof.step.request_tokens"] = [9]
-        self.run.steps[1]["attrs"]["inferprof.step.request_tokens"] = [2]
+    def test_decode_steps_fail(self):
+        # Same output tokens, but two in one step: 2 decode steps, not 3.
+        self.run.steps[1]["attrs"]["inferprof.step.request_ids"] = []
+        self.run.steps[1]["attrs"]["inferprof.step.request_tokens"] = []
+        self.run.steps[2]["attrs"]["inferprof.step.request_tokens"] = [2]
         self.assertIn("default: finished requests whose decode steps ≠ completion − 1", self.failing(self.run.figures()))
+
+    def test_chunked_prefill_step_without_a_token_passes(self):
+        self.run.steps[0]["attrs"]["inferprof.step.request_tokens"] = [0]
+        self.run.steps[0]["attrs"]["inferprof.step.scheduled_tokens"] = 6
+        self.run.steps.insert(1, {"name": "engine.step", "start": self.run.steps[0]["start"] + 1,
+                                  "end": self.run.steps[0]["end"] + 1, "attrs": {
+            "inferprof.step.scheduled_tokens": 4, "inferprof.step.request_ids": ["chatcmpl-a"],
+            "inferprof.step.request_tokens": [1]}})
+        self.assertEqual(self.failing(self.run.figures()), [])
+
+    def test_abort_not_marked_fails(self):
+        del self.run.spans[2]["attrs"]["error.type"]
+        failing = self.failing(self.run.figures())
+        self.assertIn("default: aborted streams' spans that are neither an abort nor a complete request", failing)
+        self.assertIn("default: aborted streams ended as aborts (error.type=abort)", failing)
 
     def test_sched_mismatch_fails(self):
         self.run.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 2, "waiting": 0}}] * 3
