@@ -80,6 +80,9 @@ class Run:
                             "chunks": [1100.05, 1100.06, 1100.07], "text": "x", "usage": None})
         self.spans.append({"name": "llm_request", "id": "s2", "attrs": {
             "gen_ai.request.id": "chatcmpl-c", "error.type": "abort", "gen_ai.usage.output_tokens": 5}})
+        self.steps.append({"name": "engine.step", "start": int(1100.01e9), "end": int(1100.02e9), "attrs": {
+            "inferprof.step.scheduled_tokens": 8, "inferprof.step.request_ids": ["chatcmpl-c"],
+            "inferprof.step.request_tokens": [1]}})
         self.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 1, "waiting": 0}}] * 3
         self.vllm_after = hist("vllm:time_to_first_token_seconds", 2, 0.09) + \
             hist("vllm:e2e_request_latency_seconds", 2, 0.16)
@@ -182,9 +185,13 @@ class AnalyzeTest(unittest.TestCase):
 
     def test_abort_not_marked_fails(self):
         del self.run.spans[2]["attrs"]["error.type"]
-        failing = self.failing(self.run.figures())
-        self.assertIn("default: aborted streams' spans that are neither an abort nor a complete request", failing)
-        self.assertIn("default: aborted streams ended as aborts (error.type=abort)", failing)
+        self.assertIn("default: aborted streams' spans that are neither an abort nor a complete request",
+                      self.failing(self.run.figures()))
+
+    def test_abort_the_engine_did_not_stop_fails(self):
+        self.run.steps[-1]["attrs"]["inferprof.step.request_tokens"] = [400]
+        self.assertIn("default: aborted streams the engine stopped before max_tokens (their steps' output tokens)",
+                      self.failing(self.run.figures()))
 
     def test_sched_mismatch_fails(self):
         self.run.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 2, "waiting": 0}}] * 3
