@@ -140,7 +140,11 @@ class AnalyzeTest(unittest.TestCase):
 
     def test_collector_ttft_above_client_fails(self):
         self.run.spans[0]["attrs"]["gen_ai.latency.time_to_first_token"] = 0.060  # client saw 0.050
-        self.assertIn("default: TTFT client − collector, max at concurrency 1 (s)", self.failing(self.run.figures()))
+        self.assertIn("default: requests whose collector TTFT exceeds the client's", self.failing(self.run.figures()))
+
+    def test_median_lag_beyond_bound_fails(self):
+        self.run.spans[0]["attrs"]["gen_ai.latency.e2e"] = 0.080 - 0.9  # client's e2e 0.085: lag 0.905
+        self.assertIn("default: e2e client − collector, median at concurrency 1 (s)", self.failing(self.run.figures()))
 
     def test_histogram_sum_off_by_2_percent_fails(self):
         self.run.vllm_after = self.run.vllm_after.replace(" 0.09\n", " 0.0918\n")
@@ -200,7 +204,8 @@ class AnalyzeTest(unittest.TestCase):
 
     def test_phases_beyond_e2e_fail(self):
         self.run.spans[0]["attrs"]["gen_ai.latency.time_in_model_decode"] = 0.2
-        self.assertIn("default: e2e − (queue + prefill + decode), max (s)", self.failing(self.run.figures()))
+        self.assertIn("default: requests whose queue + prefill + decode exceeds e2e, or lacks a phase",
+                      self.failing(self.run.figures()))
 
     def test_duplicate_phase_span_fails(self):
         for _ in range(2):
