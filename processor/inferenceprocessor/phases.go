@@ -5,6 +5,7 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -88,7 +89,8 @@ var enginePhaseNames = map[string]bool{
 // release so far) costs no look-up per request.
 func anyEnginePhase(spans ptrace.SpanSlice, n int) bool {
 	for i := 0; i < n; i++ {
-		if enginePhaseNames[spans.At(i).Name()] {
+		// The prefix first: a compare, where the map would hash every name.
+		if name := spans.At(i).Name(); strings.HasPrefix(name, "vllm.request.") && enginePhaseNames[name] {
 			return true
 		}
 	}
