@@ -113,7 +113,7 @@ def stop(proc, limit=60):
 
 
 class Sampler(threading.Thread):
-    """Scrapes vLLM's /metrics twice a second while the load runs."""
+    """Scrapes vLLM's /metrics five times a second while the load runs."""
 
     def __init__(self, url):
         super().__init__(daemon=True)
@@ -127,7 +127,7 @@ class Sampler(threading.Thread):
                 self.samples.append({"t": t, "t_end": time.time(), "metrics": analyze.gauges(text)})
             except OSError:
                 pass
-            self.done.wait(0.5)
+            self.done.wait(0.2)
 
 
 def wait_spans(path, want, limit=90):
