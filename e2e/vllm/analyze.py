@@ -22,8 +22,9 @@ import re
 # ≥ 0 (the collector never says more than the client saw); the median lag
 # per concurrency is bounded. Not the maximum: on the shared 2-core
 # development machine one API server stall (4.4 s at concurrency 8 in one
-# run, 0.3 s in another) decides it. Medians measured in two runs: 0.12 and
-# 0.49 s at concurrency 1, 0.07 and 0.09 s at 8, 0.21 and 0.36 s at 32.
+# run, 0.3 s in another) decides it. Medians measured in three runs: 0.12,
+# 0.49 and 0.029 s at concurrency 1, 0.07, 0.09 and 0.07 s at 8, 0.21, 0.36
+# and 0.30 s at 32.
 LAG_BOUND = {1: 0.75, 8: 0.75, 32: 1.5}
 # vLLM's arrival_time and the collector's figures come from one float each;
 # the span's attribute is a double: equality within this.
