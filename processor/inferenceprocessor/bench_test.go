@@ -38,13 +38,15 @@ func vllmBatch(b *testing.B, n int) ptrace.Traces {
 // BenchmarkProcessor measures the processor on batches of vLLM request
 // spans. mode=copy is the baseline (the per-iteration copy of the batch
 // that every mode pays, since the processor mutates its input); off and
-// on are the processor with phase spans off and on. Compare with
+// on are the processor with phase spans off and on; scan is the copy plus
+// the per-scope look for engine-written phase spans (anyEnginePhase) that
+// on pays, to set it against on. Compare with
 //
 //	benchstat -col /mode
 func BenchmarkProcessor(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		batch := vllmBatch(b, n)
-		for _, mode := range []string{"copy", "off", "on"} {
+		for _, mode := range []string{"copy", "scan", "off", "on"} {
 			b.Run(fmt.Sprintf("spans=%d/mode=%s", n, mode), func(b *testing.B) {
 				cfg := createDefaultConfig().(*Config)
 				cfg.PhaseSpans = mode == "on"
@@ -55,6 +57,13 @@ func BenchmarkProcessor(b *testing.B) {
 				for b.Loop() {
 					td = ptrace.NewTraces()
 					batch.CopyTo(td)
+					if mode == "scan" {
+						spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+						if anyEnginePhase(spans, spans.Len()) {
+							b.Fatal("no engine phase span in the batch")
+						}
+						continue
+					}
 					if mode != "copy" {
 						if err := tp.ConsumeTraces(b.Context(), td); err != nil {
 							b.Fatal(err)

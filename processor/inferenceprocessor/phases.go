@@ -5,6 +5,7 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -73,4 +74,40 @@ func phaseSpanID(parent pcommon.SpanID, phase byte) pcommon.SpanID {
 	var id pcommon.SpanID
 	binary.BigEndian.PutUint64(id[:], v)
 	return id
+}
+
+// enginePhaseNames are the phase spans vLLM writes itself as children of
+// llm_request in its proposed request lifecycle tracing (vllm-project/vllm
+// PR 44402, tests/tracing/test_request_lifecycle_tracing.py @8d1fa3c4).
+// Where the engine wrote them, inferprof adds no second copy.
+var enginePhaseNames = map[string]bool{
+	"vllm.request.queue": true, "vllm.request.prefill": true, "vllm.request.decode": true,
+}
+
+// anyEnginePhase reports whether spans[:n] holds an engine-written phase
+// span at all: one pass per scope, so that a batch without any (every vLLM
+// release so far) costs no look-up per request.
+func anyEnginePhase(spans ptrace.SpanSlice, n int) bool {
+	for i := 0; i < n; i++ {
+		// The prefix first: a compare, where the map would hash every name.
+		if name := spans.At(i).Name(); strings.HasPrefix(name, "vllm.request.") && enginePhaseNames[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// hasEnginePhases reports whether spans[:n] holds an engine-written phase
+// span whose parent is parent. Only the same export batch is seen: the
+// engine ends its phase spans with or before the request span, and the
+// Python SDK's BatchSpanProcessor exports in end order, so a phase span in
+// an earlier batch than its parent still gets a synthetic twin.
+func hasEnginePhases(spans ptrace.SpanSlice, n int, parent pcommon.SpanID) bool {
+	for i := 0; i < n; i++ {
+		s := spans.At(i)
+		if s.ParentSpanID() == parent && enginePhaseNames[s.Name()] {
+			return true
+		}
+	}
+	return false
 }

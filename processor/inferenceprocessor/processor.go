@@ -266,6 +266,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 			// Phase spans are appended behind the originals; only look at
 			// the originals.
 			n := spans.Len()
+			w.enginePhases = anyEnginePhase(spans, n)
 			drop = drop[:0]
 			for k := 0; k < n; k++ {
 				span := spans.At(k)
@@ -391,6 +392,9 @@ type batchWork struct {
 	// steps: 0 not asked yet, 1 the step window holds some engine's steps,
 	// 2 it holds none (see hasSteps).
 	steps uint8
+	// enginePhases: the scope being walked holds phase spans its engine
+	// wrote itself (see hasEnginePhases); set per scope.
+	enginePhases bool
 }
 
 // hasSteps reports whether the step window holds any engine's steps, asked
@@ -483,7 +487,7 @@ func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind r
 	if len(r.Anomalies) > 0 {
 		p.countAnomalies(ctx, span, r)
 	}
-	if p.phaseSpans {
+	if p.phaseSpans && !(w.enginePhases && hasEnginePhases(spans, left+k, span.SpanID())) {
 		t.phaseSpans += int64(addPhaseSpans(spans, k, left, r.Phases))
 	}
 	return r, found

@@ -18,8 +18,9 @@ type Kind int
 const (
 	// KindNone is any span the processor leaves alone (apart from privacy).
 	KindNone Kind = iota
-	// KindVLLM is a vLLM llm_request span: the V1 output processor's, V0's,
-	// or the journey-tracing branch's API span.
+	// KindVLLM is a vLLM request span: the V1 output processor's llm_request
+	// (or, under the GenAI semconv opt-in, "{operation} {model}"), V0's, or
+	// the journey-tracing branch's API span.
 	KindVLLM
 	// KindTensorRTLLM is TensorRT-LLM's llm_request span.
 	KindTensorRTLLM
@@ -85,7 +86,8 @@ var trtEvents = map[string]bool{
 }
 
 // Classify says what kind of span this is, from what each engine really
-// writes. It never looks at the instrumentation scope, whose name changes
+// writes: the name where an engine fixes it, what the span carries where the
+// name is the user's (vLLM's semconv opt-in). It never looks at the instrumentation scope, whose name changes
 // between engine versions, and it has no catch-all: a span no engine's code
 // would write is KindNone.
 func Classify(span ptrace.Span) Kind {
@@ -98,6 +100,15 @@ func Classify(span ptrace.Span) Kind {
 			return KindVLLMCore
 		}
 		return KindNone
+	}
+	if span.Kind() == ptrace.SpanKindServer && hasVLLMFigures(span.Attributes()) {
+		// vLLM's request span under OTEL_SEMCONV_STABILITY_OPT_IN=
+		// gen_ai_latest_experimental is named "{operation} {model}" (e.g.
+		// "chat tiny-llama") and carries the same figures plus
+		// gen_ai.operation.name and gen_ai.request.model (vllm-project/vllm
+		// vllm/tracing @2b10648 latest_gen_ai_semconv_attributes). The name
+		// is the user's model, so the span is known by what it carries.
+		return KindVLLM
 	}
 	if sglangStages[name] {
 		return KindSGLangStage
@@ -155,6 +166,19 @@ func classifyLLMRequest(span ptrace.Span) Kind {
 		return KindVLLM
 	}
 	return KindNone
+}
+
+// hasVLLMFigures reports whether attrs hold a figure only vLLM V1's request
+// span writes (output_processor.py do_tracing writes all three, always).
+// TensorRT-LLM, which borrowed vLLM's names, writes none of them, and no
+// GenAI client instrumentation writes gen_ai.latency.*.
+func hasVLLMFigures(attrs pcommon.Map) bool {
+	for _, k := range [...]string{names.AttrTimeInPrefill, names.AttrTimeInDecode, srcInference} {
+		if _, ok := attrs.Get(k); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func hasTRTEvent(span ptrace.Span) bool {

@@ -27,6 +27,12 @@ func TestClassify(t *testing.T) {
 		names.AttrTimeInDecode: 0.8, srcInference: 0.85, names.AttrRequestID: "chatcmpl-1"}
 	trt := map[string]any{names.AttrTimeToFirstToken: 0.1, names.AttrE2E: 1.0, names.AttrTimeInQueue: 0.01,
 		names.AttrRequestID: int64(7)}
+	optIn := map[string]any{}
+	for k, v := range v1 {
+		optIn[k] = v
+	}
+	optIn[names.AttrOperationName] = "chat"
+	optIn[names.AttrRequestModel] = "tiny-llama"
 	for _, tc := range []struct {
 		name  string
 		attrs map[string]any
@@ -44,6 +50,16 @@ func TestClassify(t *testing.T) {
 		// The journey branch's API span: api.* events, no latency.
 		{"llm_request", map[string]any{names.AttrRequestID: "chatcmpl-1"}, "api.ARRIVED", KindVLLM},
 		{"llm_core", nil, "journey.QUEUED", KindVLLMCore},
+		// vLLM under OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental:
+		// "{operation} {model}", the same figures, operation and model added.
+		{"chat tiny-llama", optIn, "", KindVLLM},
+		{"text_completion facebook/opt-125m", optIn, "", KindVLLM},
+		// A model name that reads like another engine's span name.
+		{"chat prefill_waiting", optIn, "", KindVLLM},
+		// A GenAI client span of the same name carries no engine figures.
+		{"chat tiny-llama", map[string]any{names.AttrOperationName: "chat", names.AttrRequestModel: "tiny-llama"}, "", KindNone},
+		// Only vLLM's SERVER span: the same figures on an internal span are not a request.
+		{"chat tiny-llama", optIn, "internal", KindNone},
 		{"llm_core", nil, "", KindNone},
 		// Nothing an engine writes: no catch-all.
 		{"llm_request", nil, "", KindNone},
@@ -71,7 +87,12 @@ func TestClassify(t *testing.T) {
 		{"GET /health", nil, "", KindNone},
 	} {
 		s := newSpan(tc.name, tc.attrs)
-		if tc.event != "" {
+		s.SetKind(ptrace.SpanKindServer) // what vLLM's instrument_manual writes
+		switch tc.event {
+		case "":
+		case "internal":
+			s.SetKind(ptrace.SpanKindInternal)
+		default:
 			s.Events().AppendEmpty().SetName(tc.event)
 		}
 		assert.Equalf(t, tc.want, Classify(s), "%q %v %q", tc.name, tc.attrs, tc.event)

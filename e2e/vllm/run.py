@@ -1,0 +1,292 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+"""make e2e-vllm: the real vLLM, run by inferprof-run, against the collector.
+
+Starts bin/otelcol-inferprof on config/default.yaml (ports moved through its
+INFERPROF_* variables, plus observe.yaml's two recording pipelines), then
+`bin/inferprof-run vllm serve` on the tiny local model with tracing on,
+drives it with driver.py, scrapes vLLM's /metrics and every collector output,
+and writes results.json through analyze.py. Exit status 1 when any figure
+fails. Standard library only; run with the e2e venv's python.
+
+Usage: python run.py --venv DIR [--out e2e/vllm/results.json] [--modes default,optin]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import analyze  # noqa: E402
+
+MODEL = "tiny-llama"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def wait_http(url, proc, limit, what):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"run: {what} exited with {proc.returncode} before it was ready")
+        try:
+            get(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(1)
+    raise SystemExit(f"run: {what} not ready after {limit}s")
+
+
+def engine_env(venv):
+    """What vLLM's CPU backend needs on a small machine (docs/compatibility.md)."""
+    env = dict(os.environ)
+    lib = os.path.join(venv, "lib", "libiomp5.so")
+    env.update({
+        "PATH": os.path.join(venv, "bin") + os.pathsep + env.get("PATH", ""),
+        # Intel OpenMP, as vLLM's CPU docs ask; it ships in the intel-openmp wheel.
+        "LD_PRELOAD": lib if os.path.exists(lib) else "",
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": "1",         # GiB of KV cache: plenty for the tiny model
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # a shared 2-core machine: no pinning
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+        "INFERPROF_CUDA_MAJOR": "0",  # no GPU: skip inferprof-run's torch probe
+    })
+    return env
+
+
+def serve_args(model_dir, port, otlp=None):
+    args = ["vllm", "serve", model_dir, "--served-model-name", MODEL,
+            "--host", "127.0.0.1", "--port", str(port),
+            "--load-format", "dummy", "--dtype", "bfloat16", "--max-model-len", "2048",
+            # 16 sequences at once: at concurrency 32 half the requests wait.
+            "--max-num-seqs", "16",
+            "--enable-prefix-caching", "--enable-prompt-tokens-details",
+            # No torch.compile: its warm-up takes minutes on 2 cores.
+            "--compilation-config", '{"mode": 0}']
+    if otlp:
+        args += ["--otlp-traces-endpoint", otlp]
+    return args
+
+
+def start_engine(bindir, venv, model_dir, port, otlp, log, hook=True, extra_env=None):
+    env = engine_env(venv)
+    env.update(extra_env or {})
+    if hook is None:  # plain vllm serve, no inferprof-run at all
+        cmd = serve_args(model_dir, port, otlp)
+        cmd[0] = os.path.join(venv, "bin", "vllm")
+    else:
+        cmd = [os.path.join(bindir, "inferprof-run"), "-no-cupti", "--"] + serve_args(model_dir, port, otlp)
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop(proc, limit=60):
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+class Sampler(threading.Thread):
+    """Scrapes vLLM's /metrics five times a second while the load runs."""
+
+    def __init__(self, url):
+        super().__init__(daemon=True)
+        self.url, self.samples, self.done = url, [], threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            t = time.time()
+            try:
+                text = get(self.url, timeout=5)
+                self.samples.append({"t": t, "t_end": time.time(), "metrics": analyze.gauges(text)})
+            except OSError:
+                pass
+            self.done.wait(0.2)
+
+
+def wait_spans(path, want, limit=90):
+    """Until the trace file holds want request spans (vLLM's
+    BatchSpanProcessor sends every 5 s), then one more connector flush (1 s)
+    and scrape."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if len(analyze.request_spans(analyze.read_traces(path))) >= want:
+            break
+        time.sleep(1)
+    time.sleep(3)
+
+
+def save(d, name, text):
+    with open(os.path.join(d, name), "w") as f:
+        f.write(text)
+
+
+def run_mode(mode, args, work, model_dir):
+    d = os.path.join(work, mode)
+    os.makedirs(d)
+    ports = {k: free_port() for k in ("grpc", "http", "health", "prom", "tel", "gs", "vllm")}
+    sock = tempfile.mkdtemp(prefix="ip-", dir="/tmp")  # short: Unix socket paths are ≤ 107 bytes
+    os.chmod(sock, 0o700)
+    col_env = dict(os.environ)
+    col_env.update({
+        "INFERPROF_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{ports['grpc']}",
+        "INFERPROF_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{ports['http']}",
+        "INFERPROF_HEALTH_ENDPOINT": f"127.0.0.1:{ports['health']}",
+        "INFERPROF_PROMETHEUS_ENDPOINT": f"127.0.0.1:{ports['prom']}",
+        "INFERPROF_TELEMETRY_PORT": str(ports["tel"]),
+        "INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT": f"127.0.0.1:{ports['gs']}",
+        "INFERPROF_STEP_ENDPOINT": os.path.join(sock, "step.sock"),
+        "INFERPROF_CUPTI_ENDPOINT": os.path.join(sock, "cupti.sock"),
+        "INFERPROF_DATA_DIR": d,
+        "INFERPROF_METRICS_FLUSH_INTERVAL": "1s",
+        "INFERPROF_E2E_RAW": os.path.join(d, "raw-traces.jsonl"),
+        "INFERPROF_E2E_STEPS": os.path.join(d, "steps.jsonl"),
+    })
+    col_log = open(os.path.join(d, "collector.log"), "w")
+    col = subprocess.Popen([os.path.join(args.bindir, "otelcol-inferprof"),
+                            "--config", os.path.join(ROOT, "config", "default.yaml"),
+                            "--config", os.path.join(HERE, "observe.yaml")],
+                           env=col_env, stdout=col_log, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    eng = None
+    try:
+        wait_http(f"http://127.0.0.1:{ports['health']}/", col, 60, "collector")
+        extra = {"INFERPROF_STEP_ENDPOINT": col_env["INFERPROF_STEP_ENDPOINT"]}
+        if mode == "optin":
+            extra["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
+        eng_log = open(os.path.join(d, "engine.log"), "w")
+        t0 = time.time()
+        eng = start_engine(args.bindir, args.venv, model_dir, ports["vllm"],
+                           f"http://127.0.0.1:{ports['grpc']}", eng_log, extra_env=extra)
+        wait_http(f"http://127.0.0.1:{ports['vllm']}/health", eng, args.start_limit, "vLLM")
+        print(f"run[{mode}]: vLLM ready in {time.time() - t0:.0f}s", file=sys.stderr)
+        metrics_url = f"http://127.0.0.1:{ports['vllm']}/metrics"
+        drive = [os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
+                 "--base-url", f"http://127.0.0.1:{ports['vllm']}/v1", "--model", MODEL]
+        # Two warm-up requests, outside the figures: the first request of a
+        # fresh server is slow for reasons of its own (lazy imports, caches).
+        subprocess.run(drive + ["--out", os.path.join(d, "warmup.jsonl"), "--concurrency", "1",
+                                "--requests-per-level", "2", "--seed", "1"], check=True, stdin=subprocess.DEVNULL)
+        trace_path = os.path.join(d, "inferprof-traces.jsonl")
+        wait_spans(trace_path, 2)
+        before = get(metrics_url)
+        save(d, "prometheus-before.txt", get(f"http://127.0.0.1:{ports['prom']}/metrics"))
+        sampler = Sampler(metrics_url)
+        sampler.start()
+        client_path = os.path.join(d, "client.jsonl")
+        levels, counts = args.levels[mode]
+        drive += ["--out", client_path]
+        subprocess.run(drive + ["--concurrency", levels, "--requests-per-level", counts],
+                       check=True, stdin=subprocess.DEVNULL)
+        # vLLM's BatchSpanProcessor sends every 5 s; the file exporter
+        # writes a batch a line. Wait until every request span is in, then
+        # one more connector flush (1 s), and take both sides' histograms
+        # for exactly these requests, before the aborts.
+        wait_spans(trace_path, 2 + len(analyze.read_jsonl(client_path)))
+        save(d, "vllm-metrics-mid.txt", get(metrics_url))
+        save(d, "prometheus-mid.txt", get(f"http://127.0.0.1:{ports['prom']}/metrics"))
+        save(d, "phases.json", json.dumps({"abort_start": time.time()}))
+        if args.aborts:
+            subprocess.run(drive + ["--concurrency", "8", "--requests-per-level", str(args.aborts), "--abort"],
+                           check=True, stdin=subprocess.DEVNULL)
+        sampler.done.set()
+        sampler.join()
+        time.sleep(8)  # the aborted requests' spans, if any, and a flush
+        after = get(metrics_url)
+        outputs = {
+            "prometheus": get(f"http://127.0.0.1:{ports['prom']}/metrics"),
+            "signals": get(f"http://127.0.0.1:{ports['gs']}/signals"),
+            "timeline": get(f"http://127.0.0.1:{ports['gs']}/timeline?last=30m"),
+            "dashboard": get(f"http://127.0.0.1:{ports['gs']}/dashboard.json"),
+            "telemetry": get(f"http://127.0.0.1:{ports['tel']}/metrics"),
+        }
+        for k, v in outputs.items():
+            with open(os.path.join(d, k + ".txt"), "w") as f:
+                f.write(v)
+        with open(os.path.join(d, "vllm-metrics-before.txt"), "w") as f:
+            f.write(before)
+        with open(os.path.join(d, "vllm-metrics-after.txt"), "w") as f:
+            f.write(after)
+        with open(os.path.join(d, "samples.json"), "w") as f:
+            json.dump(sampler.samples, f)
+    finally:
+        if eng is not None:
+            stop(eng)
+        stop(col)
+        col_log.close()
+        shutil.rmtree(sock, ignore_errors=True)
+    return d
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--venv", required=True)
+    p.add_argument("--bindir", default=os.path.join(ROOT, "bin"))
+    p.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    p.add_argument("--work", default="")
+    p.add_argument("--modes", default="default,optin")
+    p.add_argument("--start-limit", type=int, default=600)
+    p.add_argument("--aborts", type=int, default=8, help="streams closed mid-way, after the main load")
+    p.add_argument("--reanalyze", action="store_true", help="no run: the figures from --work's files")
+    args = p.parse_args()
+    # The opt-in run checks classification and counting, so less load.
+    args.levels = {"default": ("1,8,32", "8,24,64"), "optin": ("8", "16")}
+    work = args.work or tempfile.mkdtemp(prefix="inferprof-e2e-vllm-")
+    os.makedirs(work, exist_ok=True)
+    model_dir = os.path.join(work, MODEL)
+    if not args.reanalyze:
+        subprocess.run([os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "make_model.py"), model_dir],
+                       check=True, stdout=subprocess.DEVNULL)
+    dirs = {}
+    for mode in args.modes.split(","):
+        if args.reanalyze:  # the figures again, from a run folder's files
+            dirs[mode] = os.path.join(work, mode)
+            continue
+        dirs[mode] = run_mode(mode, args, work, model_dir)
+    results = analyze.analyze_all(dirs, version=vllm_version(args.venv))
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    failed = [r for r in results["figures"] if not r["pass"]]
+    for r in results["figures"]:
+        print(f"{'ok  ' if r['pass'] else 'FAIL'} {r['figure']}: {r['value']} (bound {r['bound']})", file=sys.stderr)
+    print(f"run: {len(results['figures']) - len(failed)}/{len(results['figures'])} figures pass; "
+          f"results in {args.out}; run folder {work}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+def vllm_version(venv):
+    out = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                          "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+                         capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+if __name__ == "__main__":
+    main()

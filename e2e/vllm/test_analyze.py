@@ -1,0 +1,238 @@
+# Copyright The inferprof Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The e2e figures' arithmetic on a small run folder written here.
+
+Each case builds the files run.py would leave (client records, OTLP JSON
+lines, vLLM /metrics text) for two requests, checks that the figures pass,
+then breaks one input and checks that the matching figure fails.
+"""
+
+import json
+import os
+import tempfile
+import unittest
+
+import analyze
+
+
+def attr(k, v):
+    if isinstance(v, bool):
+        return {"key": k, "value": {"boolValue": v}}
+    if isinstance(v, int):
+        return {"key": k, "value": {"intValue": str(v)}}
+    if isinstance(v, float):
+        return {"key": k, "value": {"doubleValue": v}}
+    if isinstance(v, list):
+        return {"key": k, "value": {"arrayValue": {"values": [attr("", x)["value"] for x in v]}}}
+    return {"key": k, "value": {"stringValue": v}}
+
+
+def batch(spans):
+    return {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": [
+        {"name": s["name"], "spanId": s.get("id", ""), "parentSpanId": s.get("parent", ""),
+         "startTimeUnixNano": str(s.get("start", 0)), "endTimeUnixNano": str(s.get("end", 0)),
+         "attributes": [attr(k, v) for k, v in s["attrs"].items()]} for s in spans]}]}]}
+
+
+def hist(name, count, total):
+    return f'{name}_count{{model_name="tiny-llama"}} {count}\n{name}_sum{{model_name="tiny-llama"}} {total}\n'
+
+
+class Run:
+    """A run folder of two finished requests of 4 tokens, at concurrency 1 and 32."""
+
+    def __init__(self, d):
+        self.d = d
+        self.client = []
+        self.spans = []
+        self.steps = []
+        t = 1000.0
+        for i, rid in enumerate(("chatcmpl-a", "cmpl-b")):
+            send = t + i * 10
+            chunks = [send + 0.050, send + 0.060, send + 0.070, send + 0.080]
+            self.client.append({"n": i + 1, "level": (1, 32)[i], "api": "chat", "max_tokens": 4, "abort": False,
+                                "mark": f"zqxsecret{i:04d}", "send": send, "end": send + 0.085, "id": rid,
+                                "chunks": chunks, "text": "alpha beta gamma delta",
+                                "usage": {"prompt_tokens": 10, "completion_tokens": 4,
+                                          "prompt_tokens_details": {"cached_tokens": 0}}})
+            self.spans.append({"name": "llm_request", "id": f"s{i}", "attrs": {
+                "gen_ai.request.id": rid, "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 4,
+                "gen_ai.latency.time_to_first_token": 0.045, "gen_ai.latency.e2e": 0.080,
+                "gen_ai.latency.time_in_queue": (0.001, 0.020)[i],
+                "gen_ai.latency.time_in_model_prefill": (0.040, 0.020)[i],
+                "gen_ai.latency.time_in_model_decode": 0.030,
+                "inferprof.latency.itl.gaps": [0.010, 0.010, 0.010]}})
+            # Prefill of 10 tokens (the first output token), then 3 decode
+            # steps of 1. request_tokens are the output tokens each got.
+            # The completions endpoint's engine id is the API's plus "-0".
+            eid = rid + "-0" if rid.startswith("cmpl-") else rid
+            if i == 1:
+                self.spans[-1]["attrs"]["gen_ai.request.id"] = eid
+            for j, tok in enumerate((10, 1, 1, 1)):
+                self.steps.append({"name": "engine.step", "start": int((send + j * 0.01) * 1e9),
+                                   "end": int((send + j * 0.01 + 0.005) * 1e9), "attrs": {
+                    "inferprof.step.index": i * 4 + j, "inferprof.step.scheduled_tokens": tok,
+                    "inferprof.step.request_ids": [eid], "inferprof.step.request_tokens": [1],
+                    "inferprof.step.running_requests": 1, "inferprof.step.waiting_requests": 0}})
+        # One stream the client closed mid-way, after the others.
+        self.client.append({"n": 1001, "level": 8, "api": "chat", "max_tokens": 400, "abort": True,
+                            "mark": "zqxsecret1001", "send": 1100.0, "end": 1100.2, "id": "chatcmpl-c",
+                            "chunks": [1100.05, 1100.06, 1100.07], "text": "x", "usage": None})
+        self.spans.append({"name": "llm_request", "id": "s2", "attrs": {
+            "gen_ai.request.id": "chatcmpl-c", "error.type": "abort", "gen_ai.usage.output_tokens": 5}})
+        self.steps.append({"name": "engine.step", "start": int(1100.01e9), "end": int(1100.02e9), "attrs": {
+            "inferprof.step.scheduled_tokens": 8, "inferprof.step.request_ids": ["chatcmpl-c"],
+            "inferprof.step.request_tokens": [1]}})
+        self.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 1, "waiting": 0}}] * 3
+        self.vllm_after = hist("vllm:time_to_first_token_seconds", 2, 0.09) + \
+            hist("vllm:e2e_request_latency_seconds", 2, 0.16)
+        self.ours = hist("gen_ai_server_time_to_first_token_seconds", 2, 0.09).replace("model_name", "gen_ai_request_model") + \
+            hist("gen_ai_server_request_duration_seconds", 2, 0.16).replace("model_name", "gen_ai_request_model")
+
+    def write(self):
+        def w(name, text):
+            with open(os.path.join(self.d, name), "w") as f:
+                f.write(text)
+        w("client.jsonl", "".join(json.dumps(r) + "\n" for r in self.client))
+        w("inferprof-traces.jsonl", json.dumps(batch(self.spans)) + "\n")
+        w("steps.jsonl", json.dumps(batch(self.steps)) + "\n")
+        w("samples.json", json.dumps(self.samples))
+        w("vllm-metrics-before.txt", "")
+        w("vllm-metrics-mid.txt", self.vllm_after)
+        w("vllm-metrics-after.txt", self.vllm_after)
+        w("prometheus-mid.txt", self.ours)
+        w("prometheus.txt", self.ours)
+        for f in ("signals.txt", "timeline.txt", "dashboard.txt", "collector.log", "telemetry.txt"):
+            w(f, "{}")
+
+    def figures(self):
+        self.write()
+        out = []
+        analyze.analyze_mode("default", self.d, out)
+        analyze.privacy(self.d, out, "default")
+        return {f["figure"]: f for f in out}
+
+
+class AnalyzeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.run = Run(self.tmp.name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def failing(self, figs):
+        return sorted(k for k, f in figs.items() if not f["pass"])
+
+    def test_consistent_run_passes(self):
+        figs = self.run.figures()
+        self.assertEqual(self.failing(figs), [])
+        self.assertIn("default: ITL p50, |ours − client's chunk gaps| (s)", figs)
+
+    def test_missing_span_fails(self):
+        self.run.spans.pop(1)
+        self.assertIn("default: finished requests with exactly one request span", self.failing(self.run.figures()))
+
+    def test_usage_mismatch_fails(self):
+        self.run.spans[0]["attrs"]["gen_ai.usage.output_tokens"] = 5
+        self.assertIn("default: request spans whose input/output tokens equal the client's usage",
+                      self.failing(self.run.figures()))
+
+    def test_collector_ttft_above_client_fails(self):
+        self.run.spans[0]["attrs"]["gen_ai.latency.time_to_first_token"] = 0.060  # client saw 0.050
+        self.assertIn("default: requests whose collector TTFT exceeds the client's", self.failing(self.run.figures()))
+
+    def test_median_lag_beyond_bound_fails(self):
+        self.run.spans[0]["attrs"]["gen_ai.latency.e2e"] = 0.080 - 0.9  # client's e2e 0.085: lag 0.905
+        self.assertIn("default: e2e client − collector, median at concurrency 1 (s)", self.failing(self.run.figures()))
+
+    def test_histogram_sum_off_by_2_percent_fails(self):
+        self.run.vllm_after = self.run.vllm_after.replace(" 0.09\n", " 0.0918\n")
+        self.assertIn("default: TTFT histogram sum, ours vs vllm /metrics (relative difference)",
+                      self.failing(self.run.figures()))
+
+    def test_gap_count_fails(self):
+        self.run.spans[1]["attrs"]["inferprof.latency.itl.gaps"] = [0.01, 0.01]
+        self.assertIn("default: requests whose ITL gap count ≠ completion tokens − 1", self.failing(self.run.figures()))
+
+    def test_scheduled_tokens_identity_fails(self):
+        self.run.steps[1]["attrs"]["inferprof.step.scheduled_tokens"] = 2
+        self.assertIn("default: Σ scheduled tokens − Σ (prompt − cached) − Σ (completion − 1), finished requests' steps",
+                      self.failing(self.run.figures()))
+
+    def test_step_output_tokens_fail(self):
+        self.run.steps[1]["attrs"]["inferprof.step.request_tokens"] = [2]
+        self.assertIn("default: finished requests whose step output tokens ≠ usage completion tokens",
+                      self.failing(self.run.figures()))
+
+    def test_cached_tokens_enter_the_identity(self):
+        # 6 of 10 prompt tokens cached: the prefill step schedules 4.
+        self.run.client[0]["usage"]["prompt_tokens_details"]["cached_tokens"] = 6
+        self.run.steps[0]["attrs"]["inferprof.step.scheduled_tokens"] = 4
+        self.assertEqual(self.failing(self.run.figures()), [])
+
+    def test_decode_steps_fail(self):
+        # Same output tokens, but two in one step: 2 decode steps, not 3.
+        self.run.steps[1]["attrs"]["inferprof.step.request_ids"] = []
+        self.run.steps[1]["attrs"]["inferprof.step.request_tokens"] = []
+        self.run.steps[2]["attrs"]["inferprof.step.request_tokens"] = [2]
+        self.assertIn("default: finished requests whose decode steps ≠ completion − 1", self.failing(self.run.figures()))
+
+    def test_chunked_prefill_step_without_a_token_passes(self):
+        self.run.steps[0]["attrs"]["inferprof.step.request_tokens"] = [0]
+        self.run.steps[0]["attrs"]["inferprof.step.scheduled_tokens"] = 6
+        self.run.steps.insert(1, {"name": "engine.step", "start": self.run.steps[0]["start"] + 1,
+                                  "end": self.run.steps[0]["end"] + 1, "attrs": {
+            "inferprof.step.scheduled_tokens": 4, "inferprof.step.request_ids": ["chatcmpl-a"],
+            "inferprof.step.request_tokens": [1]}})
+        self.assertEqual(self.failing(self.run.figures()), [])
+
+    def test_abort_not_marked_fails(self):
+        del self.run.spans[2]["attrs"]["error.type"]
+        self.assertIn("default: aborted streams' spans that are neither an abort nor a complete request",
+                      self.failing(self.run.figures()))
+
+    def test_abort_the_engine_did_not_stop_fails(self):
+        self.run.steps[-1]["attrs"]["inferprof.step.request_tokens"] = [400]
+        self.assertIn("default: aborted streams the engine stopped before max_tokens (their steps' output tokens)",
+                      self.failing(self.run.figures()))
+
+    def test_sched_mismatch_fails(self):
+        self.run.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 2, "waiting": 0}}] * 3
+        self.assertIn("default: busy /metrics samples whose running/waiting equal a step's in the second before",
+                      self.failing(self.run.figures()))
+
+    def test_phases_beyond_e2e_fail(self):
+        self.run.spans[0]["attrs"]["gen_ai.latency.time_in_model_decode"] = 0.2
+        self.assertIn("default: requests whose queue + prefill + decode exceeds e2e, or lacks a phase",
+                      self.failing(self.run.figures()))
+
+    def test_duplicate_phase_span_fails(self):
+        for _ in range(2):
+            self.run.spans.append({"name": "vllm.request.queue", "parent": "s0", "attrs": {}})
+        self.assertIn("default: request spans with two child spans of one phase name", self.failing(self.run.figures()))
+
+    def test_prompt_marker_in_an_output_fails(self):
+        self.run.write()
+        with open(os.path.join(self.tmp.name, "collector.log"), "w") as f:
+            f.write("request zqxsecret0001 done")
+        out = []
+        analyze.privacy(self.tmp.name, out, "default")
+        self.assertFalse(out[0]["pass"])
+        self.assertEqual(out[0]["found"][0]["file"], "collector.log")
+
+    def test_negative_figure_fails(self):
+        self.run.spans[0]["attrs"]["gen_ai.latency.time_in_queue"] = -0.5
+        self.assertIn("default: negative latency or token figures", self.failing(self.run.figures()))
+
+    def test_quantile_nearest_rank(self):
+        self.assertEqual(analyze.quantile([4, 1, 3, 2], 0.5), 2)
+        self.assertEqual(analyze.quantile([4, 1, 3, 2], 0.99), 4)
+
+    def test_prom_parses_labels_and_skips_comments(self):
+        p = analyze.prom('# HELP x\nvllm:num_requests_running{model_name="m"} 3.0\nbad line\n')
+        self.assertEqual(p, {("vllm:num_requests_running", '{model_name="m"}'): 3.0})
+
+
+if __name__ == "__main__":
+    unittest.main()
