@@ -23,7 +23,9 @@ import (
 // fixtures_*_test.go, each following one engine's tracing code line by line
 // (the file and version are cited beside each one and in
 // testdata/spans/README.md). Each file is one export batch: what one engine
-// process's BatchSpanProcessor sends in one call.
+// process's BatchSpanProcessor sends in one call. The SGLang ones are made
+// by SGLang's own tracing code instead
+// (integrations/python/tools/gen_sglang_spans.py), and TestFixtures does not cover them.
 //
 // Regenerate with: go test -run TestFixtures -fixtures
 var writeFixtures = flag.Bool("fixtures", false, "rewrite testdata/spans/*.json from the fixture generators")

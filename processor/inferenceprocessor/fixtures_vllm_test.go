@@ -5,6 +5,7 @@ package inferenceprocessor
 
 import (
 	"encoding/json"
+	"math"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -254,3 +255,5 @@ var (
 		return b.traces()
 	})
 )
+
+func nan() float64 { return math.NaN() }

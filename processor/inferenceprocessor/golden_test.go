@@ -171,7 +171,7 @@ var goldenCases = []struct {
 	{name: "tgi", golden: "tgi", orders: [][]string{{"tgi", "tgi_infer"}, {"tgi_infer", "tgi"}}},
 	{name: "tgi failed", golden: "tgi_failed", orders: [][]string{{"tgi_failed", "tgi_failed_infer"}, {"tgi_failed_infer", "tgi_failed"}}},
 	{name: "sglang level 1", golden: "sglang_level1", orders: [][]string{
-		{"sglang_root", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root"}}},
+		{"sglang_root_level1", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root_level1"}}},
 	{name: "sglang level 3", golden: "sglang_level3", orders: [][]string{
 		{"sglang_root", "sglang_stages_level3"}, {"sglang_stages_level3", "sglang_root"}}},
 	{name: "sglang legacy root name", golden: "sglang_legacy", orders: [][]string{

@@ -362,7 +362,7 @@ func TestSGLangJoin(t *testing.T) {
 	// 100.5 → 103.0 over 200 tokens, e2e 3.0; decode_waiting (0.05 s, the
 	// unified gap after prefill) is not queue time.
 	const queue, prefill, decode, e2e = 100.322 - 100.022, 100.5 - 100.02, 103.0 - 100.5, 103.0 - 100.0
-	for _, order := range [][]string{{"sglang_root", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root"}} {
+	for _, order := range [][]string{{"sglang_root_level1", "sglang_stages_level1"}, {"sglang_stages_level1", "sglang_root_level1"}} {
 		t.Run(order[0]+" first", func(t *testing.T) {
 			spans, tel := run(t, goldenConfig(), order...)
 			s := spans[" Req 1a2b3c4d"]

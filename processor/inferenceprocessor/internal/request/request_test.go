@@ -302,3 +302,27 @@ func TestRemoveContent(t *testing.T) {
 	assert.Equal(t, 1, r.ContentRemoved)
 	assert.Equal(t, 2, s.Attributes().Len())
 }
+
+// TestSGLangAbortShape: SGLang 0.5.23 ends a root aborted in the waiting
+// queue with no usage and no finish reason (_handle_abort_req); only that
+// shape is an abort.
+func TestSGLangAbortShape(t *testing.T) {
+	for _, tc := range []struct {
+		attrs map[string]any
+		want  string
+	}{
+		{map[string]any{names.AttrE2E: 0.9}, "abort"},
+		{map[string]any{names.AttrE2E: 0.9, "gen_ai.usage.prompt_tokens": int64(10)}, ""},
+		{map[string]any{names.AttrE2E: 0.9, names.AttrInputTokens: int64(10)}, ""},
+		{map[string]any{names.AttrE2E: 0.9, "gen_ai.response.finish_reasons": `["stop"]`}, ""},
+		{map[string]any{names.AttrE2E: 0.9, "gen_ai.usage.prompt_tokens": int64(10), "gen_ai.response.finish_reasons": `["abort"]`}, "abort"},
+	} {
+		s := newSpan(" Req 1", tc.attrs)
+		Normalize(KindSGLangRoot, s, &Resource{}, &Settings{OperationName: "x"}, Queue{}, nil)
+		v, ok := s.Attributes().Get(names.AttrErrorType)
+		assert.Equal(t, tc.want != "", ok, "%v", tc.attrs)
+		if ok {
+			assert.Equal(t, tc.want, v.Str(), "%v", tc.attrs)
+		}
+	}
+}

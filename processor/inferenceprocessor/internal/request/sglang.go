@@ -34,6 +34,14 @@ func extractSGLang(n *reader, span ptrace.Span, q Queue, f *Figures) {
 	f.Out = n.count(kCompletionTokens, kOutputTokens, false)
 	f.Cached = n.cached()
 	f.QueueInPrefill = true
+	// TokenizerManager._handle_abort_req (0.5.23) ends the root of a request
+	// aborted before the scheduler answered (still in the waiting queue)
+	// with set_finished_time() alone: no usage, no finish reason. A root the
+	// scheduler's output finished always has prompt tokens
+	// (convert_to_span_attrs), so a root with neither is an abort.
+	if _, reasons := span.Attributes().Get(srcFinishReasons); !reasons && !n.has(kPromptTokens) && !n.has(kInputTokens) {
+		f.ErrorType = "abort"
+	}
 	if !q.Known {
 		return
 	}
