@@ -95,6 +95,13 @@ type Config struct {
 	// this long. Default 0: never. Delta series not updated for a whole
 	// interval are always dropped.
 	MetricsExpiration time.Duration `mapstructure:"metrics_expiration"`
+	// ResourceMetricsKeyAttributes, when set, are the only resource
+	// attributes that key the series and are emitted on their resource (as
+	// in span_metrics, whose name this is); the rest are dropped. Set it to
+	// the attributes the metrics exporters keep (the prometheus exporter's
+	// resource_constant_labels), so that what is aggregated apart is exported
+	// apart. Empty by default: the whole resource.
+	ResourceMetricsKeyAttributes []string `mapstructure:"resource_metrics_key_attributes"`
 	// Dimensions are added to the request series' semconv attributes. Empty
 	// by default.
 	Dimensions []Dimension `mapstructure:"dimensions"`
@@ -157,6 +164,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Conversations.MaxConversations <= 0 {
 		errs = append(errs, fmt.Errorf("conversations.max_conversations must be positive, got %d", c.Conversations.MaxConversations))
+	}
+	if err := c.validateIdentity(); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]bool{}
 	for _, d := range semconvDimensions {

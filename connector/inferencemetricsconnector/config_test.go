@@ -36,10 +36,11 @@ func TestUnmarshalConfig(t *testing.T) {
 	}{
 		{name: "", want: createDefaultConfig().(*Config)},
 		{name: "full", want: &Config{
-			MetricsFlushInterval:        30 * time.Second,
-			AggregationTemporality:      TemporalityDelta,
-			AggregationCardinalityLimit: 2000,
-			MetricsExpiration:           10 * time.Minute,
+			MetricsFlushInterval:         30 * time.Second,
+			AggregationTemporality:       TemporalityDelta,
+			AggregationCardinalityLimit:  2000,
+			MetricsExpiration:            10 * time.Minute,
+			ResourceMetricsKeyAttributes: []string{"service.name", "host.name"},
 			Dimensions: []Dimension{
 				{Name: "inferprof.lora.adapter"},
 				{Name: "service.instance.id", Default: &unknown},

@@ -46,6 +46,7 @@ type metricsConnector struct {
 	turnOverflow int64
 	digest       *xxhash.Digest
 	scratch      [8]byte
+	idScratch    pcommon.Map // identity's result, reused
 
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -73,6 +74,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		goodTPOT:  cfg.Goodput.TimePerOutputToken.Seconds(),
 		goodE2E:   cfg.Goodput.E2E.Seconds(),
 		digest:    xxhash.New(),
+		idScratch: pcommon.NewMap(),
 		convs:     newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
 		store: aggregate.NewStore(aggregate.Settings{
 			Limit:        cfg.AggregationCardinalityLimit,
@@ -211,7 +213,8 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		resAttrs := rs.Resource().Attributes()
+		fullRes := rs.Resource().Attributes()
+		resAttrs := c.identity(fullRes)
 		var resKey aggregate.ResourceKey
 		hashed := false
 		sss := rs.ScopeSpans()
@@ -239,7 +242,7 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 				if isStep {
 					c.aggregateStep(now, resKey, resAttrs, span, &n)
 				} else {
-					c.aggregateRequest(now, resKey, resAttrs, span, &r, &n)
+					c.aggregateRequest(now, resKey, resAttrs, fullRes, span, &r, &n)
 				}
 			}
 		}
@@ -496,7 +499,9 @@ func spanSeconds(span ptrace.Span) float64 {
 	return float64(end-start) / 1e9
 }
 
-func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggregate.ResourceKey, resAttrs pcommon.Map, span ptrace.Span, r *request, n *counts) {
+// aggregateRequest adds a request span to its series under the resource
+// identity resAttrs; dimensions read the full resource, fullRes.
+func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggregate.ResourceKey, resAttrs, fullRes pcommon.Map, span ptrace.Span, r *request, n *counts) {
 	st := c.store
 	st.BeginKey(resKey, aggregate.KindRequest)
 	st.AddKeyPart(r.op)
@@ -504,14 +509,14 @@ func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggreg
 	st.AddKeyPart(r.model)
 	st.AddKeyPart(r.errType)
 	for _, d := range c.cfg.Dimensions {
-		st.AddKeyPart(dimensionValue(d, span.Attributes(), resAttrs))
+		st.AddKeyPart(dimensionValue(d, span.Attributes(), fullRes))
 	}
 	s := st.Lookup()
 	if s == nil {
 		var fresh bool
 		s, fresh = st.Create(now, resKey, resAttrs, aggregate.KindRequest)
 		if fresh {
-			c.fillRequestAttributes(s, span, resAttrs, r)
+			c.fillRequestAttributes(s, span, fullRes, r)
 		} else {
 			n.overflow++
 		}
