@@ -14,7 +14,6 @@ import (
 func TestBareNumberDurations(t *testing.T) {
 	for key, set := range map[string]func(*Config){
 		"collection_interval": func(c *Config) { c.CollectionInterval = 15 },
-		"quiet_after":         func(c *Config) { c.QuietAfter = 15 },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		require.NoError(t, cfg.Validate())
