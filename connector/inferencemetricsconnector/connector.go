@@ -46,7 +46,7 @@ type metricsConnector struct {
 	turnOverflow int64
 	digest       *xxhash.Digest
 	scratch      [8]byte
-	idScratch    pcommon.Map // identity's result, reused
+	idCache      map[aggregate.ResourceKey]pcommon.Map // identity's results
 
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -74,7 +74,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		goodTPOT:  cfg.Goodput.TimePerOutputToken.Seconds(),
 		goodE2E:   cfg.Goodput.E2E.Seconds(),
 		digest:    xxhash.New(),
-		idScratch: pcommon.NewMap(),
+		idCache:   map[aggregate.ResourceKey]pcommon.Map{},
 		convs:     newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
 		store: aggregate.NewStore(aggregate.Settings{
 			Limit:        cfg.AggregationCardinalityLimit,

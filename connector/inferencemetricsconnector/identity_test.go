@@ -90,3 +90,16 @@ func TestKeyAttributesValidate(t *testing.T) {
 		require.ErrorContains(t, c.Validate(), keys)
 	}
 }
+
+// TestIdentityCacheIsBounded: every restart brings a new vllm.process_id,
+// so the cache of identities must not grow with them; the series stay one.
+func TestIdentityCacheIsBounded(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ResourceMetricsKeyAttributes = []string{"service.name"} })
+	for pid := range maxIdentities + 10 {
+		td, spans := batch(map[string]any{"service.name": "vllm-server", "vllm.process_id": int64(pid)})
+		h.addSpan(spans, "llm_request", time.Second, map[string]any{names.AttrE2E: 1.0})
+		require.NoError(t, h.c.ConsumeTraces(t.Context(), td))
+	}
+	assert.LessOrEqual(t, len(h.c.idCache), maxIdentities)
+	assert.Equal(t, 1, h.c.store.Len())
+}
