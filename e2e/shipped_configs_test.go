@@ -59,3 +59,34 @@ func TestShippedConfigsAgree(t *testing.T) {
 	assert.Contains(t, gs.Service.Pipelines["metrics"].Exporters, "graphsignal")
 	assert.Contains(t, def.Service.Pipelines["metrics"].Exporters, "graphsignal")
 }
+
+// TestShippedConfigsKeyOnExportedResource: in every shipped config the
+// inference_metrics connector keys its series on exactly the resource
+// attributes the prometheus exporter keeps as labels. A longer list splits
+// series the exporter then merges into one label set, where they overwrite
+// each other and counters go backwards; a shorter one merges what the
+// exporter tells apart.
+func TestShippedConfigsKeyOnExportedResource(t *testing.T) {
+	for _, name := range []string{"default.yaml", "graphsignal.yaml", "gateway.yaml"} {
+		b, err := os.ReadFile(shippedConfig(name))
+		require.NoError(t, err)
+		var c struct {
+			Connectors struct {
+				InferenceMetrics struct {
+					Keys []string `yaml:"resource_metrics_key_attributes"`
+				} `yaml:"inference_metrics"`
+			} `yaml:"connectors"`
+			Exporters struct {
+				Prometheus struct {
+					Labels struct {
+						Included []string `yaml:"included"`
+					} `yaml:"resource_constant_labels"`
+				} `yaml:"prometheus"`
+			} `yaml:"exporters"`
+		}
+		require.NoError(t, yaml.Unmarshal(b, &c), name)
+		require.NotEmptyf(t, c.Exporters.Prometheus.Labels.Included, "%s: prometheus resource_constant_labels.included", name)
+		assert.Equalf(t, c.Exporters.Prometheus.Labels.Included, c.Connectors.InferenceMetrics.Keys,
+			"%s: inference_metrics resource_metrics_key_attributes differ from the prometheus exporter's labels", name)
+	}
+}

@@ -7,7 +7,8 @@
 #    chrome://tracing), through bin/inferprof-run --timeline.
 #  - bench-timeline: feeding the timeline against a copy of the same spans,
 #    and rendering a window against OTLP JSON marshalling of the same spans.
-TIMELINE_OUT  ?= inferprof-timeline.json
+# Under bin/ (ignored by git), not the repository root; TIMELINE_OUT=path moves it.
+TIMELINE_OUT  ?= bin/inferprof-timeline.json
 TIMELINE_LAST ?= 60s
 
 .PHONY: timeline bench-timeline

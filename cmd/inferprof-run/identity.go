@@ -21,14 +21,6 @@ const (
 	attrInstanceID   = "service.instance.id"
 )
 
-// setInstanceID puts a service.instance.id in OTEL_RESOURCE_ATTRIBUTES,
-// keeping one the user set.
-func setInstanceID(p *plan) {
-	if v, changed := withInstanceID(p.vars[envResourceAttrs], newInstanceID); changed {
-		p.set(envResourceAttrs, v, "names this server's instance (service.instance.id) for its request spans, its engine steps and its GPU kernels alike")
-	}
-}
-
 // withInstanceID returns attrs (an OTEL_RESOURCE_ATTRIBUTES value) with a
 // service.instance.id: unchanged when it has a non-empty one, else with
 // newID's appended (the last occurrence of a key wins, so an empty one is

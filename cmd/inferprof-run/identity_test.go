@@ -62,10 +62,12 @@ func TestPlanSetsTheInstanceID(t *testing.T) {
 		"two launches, two instances")
 	assert.Contains(t, changed(p1), envResourceAttrs+"="+a1, "shown by -dry-run")
 
-	p3, err := makePlan(o, []string{"OTEL_RESOURCE_ATTRIBUTES=service.instance.id=replica-7"}, exe, lookOK)
+	p3, err := makePlan(o, []string{"OTEL_RESOURCE_ATTRIBUTES=service.instance.id=replica-7,inferprof.model.name=m"}, exe, lookOK)
 	require.NoError(t, err)
-	assert.Equal(t, "service.instance.id=replica-7", envMap(p3.env)[envResourceAttrs])
-	assert.NotContains(t, changed(p3), envResourceAttrs+"=service.instance.id=replica-7", "nothing changed")
+	assert.Equal(t, "service.instance.id=replica-7,inferprof.model.name=m", envMap(p3.env)[envResourceAttrs])
+	for _, c := range changed(p3) {
+		assert.NotContains(t, c, envResourceAttrs+"=", "nothing changed")
+	}
 }
 
 // TestEngineProcessesShareTheLaunchersInstanceID runs python3 through the

@@ -107,7 +107,7 @@ func main() {
 	}
 	if opts.dryRun {
 		report(os.Stdout, p, false)
-		fmt.Println(strings.Join(append([]string{p.path}, p.args[1:]...), " "))
+		fmt.Println(shellJoin(append([]string{p.path}, p.args[1:]...)))
 		return
 	}
 	report(os.Stderr, p, opts.quiet)
@@ -152,9 +152,17 @@ in-engine parts need. It prints one line per variable it sets, on stderr:
                            unless already set
   INFERPROF_STEP_ENDPOINT, INFERPROF_CUPTI_ENDPOINT
                            the collector's sockets
+  OTEL_RESOURCE_ATTRIBUTES service.instance.id (one per launch, shared by the
+                           engine's processes) and inferprof.model.name (the
+                           served model, from --served-model-name, --model,
+                           --model-path or vllm serve MODEL), each unless set;
+                           the user's attributes are kept
 A part it cannot find is named in a warning and left out; COMMAND still runs.
 It also warns when this user cannot write to the collector's sockets, where
 the hook and the library would otherwise drop every record without a word.
+
+To save the collector's timeline (Chrome trace JSON for Perfetto) instead:
+  inferprof-run --timeline FILE [--last 60s] [--local-endpoint HOST:PORT] [--timeout 30s]
 
 Flags (a flag's default is the environment variable named, when set):
 `
@@ -223,7 +231,7 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 	if err := planHook(p, o, exe); err != nil {
 		return nil, err
 	}
-	setInstanceID(p)
+	planResource(p, o.args)
 	planServiceName(p, o)
 	if err := planCUPTI(p, o, exe); err != nil {
 		return nil, err

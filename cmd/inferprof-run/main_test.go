@@ -296,7 +296,8 @@ func TestRunPrintsEveryChange(t *testing.T) {
 		"INFERPROF_CUPTI_ENDPOINT":           cuptiSock,
 		"OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
 		// A random id per launch (identity.go).
-		envResourceAttrs: attrInstanceID + "=" + resourceAttribute(got[envResourceAttrs], attrInstanceID),
+		// and the served model from the command line (model.go).
+		envResourceAttrs: attrInstanceID + "=" + resourceAttribute(got[envResourceAttrs], attrInstanceID) + "," + attrModelName + "=m",
 	}
 	for k, v := range want {
 		assert.Equalf(t, v, got[k], "%s in the engine's environment", k)
@@ -334,7 +335,7 @@ func TestHelpDescribesWhatItDoes(t *testing.T) {
 	require.ErrorIs(t, err, flag.ErrHelp)
 	help := out.String()
 	// Every variable the plan can set is explained in the help.
-	for _, k := range []string{envPythonPath, envServiceName, envInjection, "LD_LIBRARY_PATH", envTracesInsecure, envStepEndpoint, envCUPTIEndpoint} {
+	for _, k := range []string{envPythonPath, envServiceName, envInjection, "LD_LIBRARY_PATH", envTracesInsecure, envStepEndpoint, envCUPTIEndpoint, envResourceAttrs, attrModelName, "--timeline"} {
 		assert.Contains(t, help, k)
 	}
 	for _, f := range []string{"-quiet", "-dry-run", "-no-hook", "-no-cupti", "-hook-dir", "-cupti-lib"} {

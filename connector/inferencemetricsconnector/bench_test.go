@@ -119,6 +119,22 @@ func ours(tb testing.TB, next consumer.Metrics, limit int) connector.Traces {
 	return c
 }
 
+// oursKeyed is ours keyed on the shipped configs' exported identity
+// (resource_metrics_key_attributes, identity.go).
+func oursKeyed(tb testing.TB, next consumer.Metrics, limit int) connector.Traces {
+	tb.Helper()
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.AggregationCardinalityLimit = limit
+	cfg.ResourceMetricsKeyAttributes = []string{
+		"service.name", "service.namespace", "service.instance.id", "host.name", "container.id",
+		"process.pid", "hw.id", "hw.name", "nvidia.gpu.index", "inferprof.activity.source",
+	}
+	c, err := f.CreateTracesToMetrics(context.Background(), connectortest.NewNopSettings(f.Type()), cfg, next)
+	require.NoError(tb, err)
+	return c
+}
+
 func startTraces(tb testing.TB, c interface {
 	Start(context.Context, component.Host) error
 	Shutdown(context.Context) error
@@ -138,7 +154,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 		for _, impl := range []struct {
 			name string
 			new  func(testing.TB, consumer.Metrics, int) connector.Traces
-		}{{"span_metrics", spanMetricsBaseline}, {"ours", ours}} {
+		}{{"span_metrics", spanMetricsBaseline}, {"ours", ours}, {"ours_keyed", oursKeyed}} {
 			b.Run("spans="+strconv.Itoa(n)+"/impl="+impl.name, func(b *testing.B) {
 				c := impl.new(b, consumertest.NewNop(), 5000)
 				startTraces(b, c)

@@ -10,8 +10,18 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/inferprof/inferprof/connector/inferencemetricsconnector/internal/aggregate"
+	"github.com/inferprof/inferprof/internal/confdur"
+)
+
+// Minimums of the intervals and targets: below them a value is a typo (a
+// bare 15 is 15ns, and a 15ns flush ticker keeps a core busy), not a setting.
+const (
+	minFlushInterval = 100 * time.Millisecond
+	minIdle          = time.Second
+	minTarget        = time.Millisecond
 )
 
 // Temporality is the aggregation temporality of the emitted metrics.
@@ -107,6 +117,13 @@ type Config struct {
 	// never. Delta series not updated for a whole interval are always
 	// dropped.
 	MetricsExpiration time.Duration `mapstructure:"metrics_expiration"`
+	// ResourceMetricsKeyAttributes, when set, are the only resource
+	// attributes that key the series and are emitted on their resource (as
+	// in span_metrics, whose name this is); the rest are dropped. Set it to
+	// the attributes the metrics exporters keep (the prometheus exporter's
+	// resource_constant_labels), so that what is aggregated apart is exported
+	// apart. Empty by default: the whole resource.
+	ResourceMetricsKeyAttributes []string `mapstructure:"resource_metrics_key_attributes"`
 	// Dimensions are added to the request series' semconv attributes. Empty
 	// by default.
 	Dimensions []Dimension `mapstructure:"dimensions"`
@@ -138,6 +155,10 @@ type ConversationsConfig struct {
 
 var _ component.Config = (*Config)(nil)
 
+// Unmarshal decodes the configuration; a value that is not a duration is
+// named in the error along with its key.
+func (c *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, c) }
+
 // semconvDimensions are the attributes every request series carries already.
 var semconvDimensions = []string{"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "error.type"}
 
@@ -147,6 +168,13 @@ func (c *Config) Validate() error {
 	if c.MetricsFlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("metrics_flush_interval must be positive, got %s", c.MetricsFlushInterval))
 	}
+	errs = append(errs,
+		confdur.Min("metrics_flush_interval", c.MetricsFlushInterval, minFlushInterval),
+		confdur.Min("metrics_expiration", c.MetricsExpiration, minFlushInterval),
+		confdur.Min("conversations.idle", c.Conversations.Idle, minIdle),
+		confdur.Min("goodput.time_to_first_token", c.Goodput.TimeToFirstToken, minTarget),
+		confdur.Min("goodput.time_per_output_token", c.Goodput.TimePerOutputToken, minTarget),
+		confdur.Min("goodput.e2e", c.Goodput.E2E, minTarget))
 	switch c.AggregationTemporality {
 	case TemporalityCumulative, TemporalityDelta:
 	default:
@@ -170,6 +198,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Conversations.MaxConversations <= 0 {
 		errs = append(errs, fmt.Errorf("conversations.max_conversations must be positive, got %d", c.Conversations.MaxConversations))
+	}
+	if err := c.validateIdentity(); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]bool{}
 	for _, d := range semconvDimensions {

@@ -36,12 +36,13 @@ func TestUnmarshalConfig(t *testing.T) {
 	}{
 		{name: "", want: createDefaultConfig().(*Config)},
 		{name: "full", want: &Config{
-			MetricsFlushInterval:        30 * time.Second,
-			AggregationTemporality:      TemporalityDelta,
-			AggregationCardinalityLimit: 2000,
-			MaxSeriesPerModel:           50,
-			MaxSeriesPerService:         100,
-			MetricsExpiration:           10 * time.Minute,
+			MetricsFlushInterval:         30 * time.Second,
+			AggregationTemporality:       TemporalityDelta,
+			AggregationCardinalityLimit:  2000,
+			MaxSeriesPerModel:            50,
+			MaxSeriesPerService:          100,
+			MetricsExpiration:            10 * time.Minute,
+			ResourceMetricsKeyAttributes: []string{"service.name", "host.name"},
 			Dimensions: []Dimension{
 				{Name: "inferprof.lora.adapter"},
 				{Name: "service.instance.id", Default: &unknown},
@@ -69,6 +70,8 @@ func TestUnmarshalConfig(t *testing.T) {
 		{name: "bad_exemplars", wantErr: "exemplars.max_per_data_point must be positive"},
 		{name: "bad_goodput", wantErr: "goodput targets must not be negative"},
 		{name: "bad_conversations", wantErr: "conversations.idle must be positive"},
+		{name: "bare_interval", wantErr: "metrics_flush_interval: 15ns is below the minimum of 100ms; did you forget a unit, e.g. 15s?"},
+		{name: "typed_interval", wantErr: `metrics_flush_interval: "abc" is not a duration`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,7 @@ type metricsConnector struct {
 	turnOverflow int64
 	digest       *xxhash.Digest
 	scratch      [8]byte
+	idCache      map[aggregate.ResourceKey]pcommon.Map // identity's results
 
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -74,8 +75,9 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		goodTPOT:    cfg.Goodput.TimePerOutputToken.Seconds(),
 		goodE2E:     cfg.Goodput.E2E.Seconds(),
 		digest:      xxhash.New(),
-		convs:       newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
+		idCache:     map[aggregate.ResourceKey]pcommon.Map{},
 		overflowLog: newOverflowLog(set.Logger, cfg),
+		convs:       newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
 		store: aggregate.NewStore(aggregate.Settings{
 			Limit:               cfg.AggregationCardinalityLimit,
 			MaxSeriesPerModel:   cfg.MaxSeriesPerModel,
@@ -216,7 +218,8 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		resAttrs := rs.Resource().Attributes()
+		fullRes := rs.Resource().Attributes()
+		resAttrs := c.identity(fullRes)
 		var resKey aggregate.ResourceKey
 		hashed := false
 		sss := rs.ScopeSpans()
@@ -244,7 +247,7 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 				if isStep {
 					c.aggregateStep(now, resKey, resAttrs, span, &n)
 				} else {
-					c.aggregateRequest(now, resKey, resAttrs, span, &r, &n)
+					c.aggregateRequest(now, resKey, resAttrs, fullRes, span, &r, &n)
 				}
 			}
 		}
@@ -510,7 +513,9 @@ func spanSeconds(span ptrace.Span) float64 {
 	return float64(end-start) / 1e9
 }
 
-func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggregate.ResourceKey, resAttrs pcommon.Map, span ptrace.Span, r *request, n *counts) {
+// aggregateRequest adds a request span to its series under the resource
+// identity resAttrs; dimensions read the full resource, fullRes.
+func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggregate.ResourceKey, resAttrs, fullRes pcommon.Map, span ptrace.Span, r *request, n *counts) {
 	st := c.store
 	st.BeginKey(resKey, aggregate.KindRequest)
 	st.AddKeyPart(r.op)
@@ -518,7 +523,7 @@ func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggreg
 	st.AddKeyPart(r.model)
 	st.AddKeyPart(r.errType)
 	for _, d := range c.cfg.Dimensions {
-		v, changed := labelValue(dimensionValue(d, span.Attributes(), resAttrs))
+		v, changed := labelValue(dimensionValue(d, span.Attributes(), fullRes))
 		if changed {
 			n.sanitized++
 		}
@@ -529,7 +534,7 @@ func (c *metricsConnector) aggregateRequest(now pcommon.Timestamp, resKey aggreg
 		var fresh bool
 		s, fresh = st.CreateModel(now, resKey, resAttrs, aggregate.KindRequest, r.model)
 		if fresh {
-			c.fillRequestAttributes(s, span, resAttrs, r)
+			c.fillRequestAttributes(s, span, fullRes, r)
 		} else {
 			n.overflow++
 		}

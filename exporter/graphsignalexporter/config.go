@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
+	"github.com/inferprof/inferprof/internal/confdur"
 	"github.com/inferprof/inferprof/internal/hostcheck"
 )
 
@@ -227,10 +228,16 @@ func (cfg *Config) Validate() error {
 		if cfg.Timeline.MaxResponseMiB <= 0 {
 			errs = append(errs, fmt.Errorf("timeline.max_response_mib: %d: must be positive", cfg.Timeline.MaxResponseMiB))
 		}
+		errs = append(errs, confdur.Min("timeline.max_age", cfg.Timeline.MaxAge, time.Second))
 	}
 	if g := cfg.Dashboard.Goodput; g.TimeToFirstToken < 0 || g.TimePerOutputToken < 0 || g.E2E < 0 {
 		errs = append(errs, errors.New("dashboard.goodput: targets must not be negative"))
 	}
+	// A bare number is nanoseconds: no latency target is that short.
+	errs = append(errs,
+		confdur.Min("dashboard.goodput.time_to_first_token", cfg.Dashboard.Goodput.TimeToFirstToken, time.Millisecond),
+		confdur.Min("dashboard.goodput.time_per_output_token", cfg.Dashboard.Goodput.TimePerOutputToken, time.Millisecond),
+		confdur.Min("dashboard.goodput.e2e", cfg.Dashboard.Goodput.E2E, time.Millisecond))
 	for k := range cfg.Tags {
 		if k == "" {
 			errs = append(errs, errors.New("tags: empty key"))

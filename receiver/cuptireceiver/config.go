@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/inferprof/inferprof/internal/confdur"
 	"github.com/inferprof/inferprof/internal/kernelclass"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
 )
@@ -104,6 +105,9 @@ func createDefaultConfig() component.Config {
 	}
 }
 
+// minInterval is the shortest collection_interval taken.
+const minInterval = 10 * time.Millisecond
+
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	var errs []error
@@ -122,6 +126,9 @@ func (c *Config) Validate() error {
 	if c.QuietAfter <= 0 {
 		errs = append(errs, fmt.Errorf("quiet_after %s: must be positive", c.QuietAfter))
 	}
+	// A bare number is nanoseconds: a 15ns flush ticker keeps a core busy.
+	// quiet_after is a threshold, not a ticker; tests set it to 1ns.
+	errs = append(errs, confdur.Min("collection_interval", c.CollectionInterval, minInterval))
 	if c.Kineto.Storage != nil && c.Kineto.Directory == "" {
 		errs = append(errs, errors.New("kineto.storage is set but kineto.directory is empty"))
 	}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/inferprof/inferprof/internal/confdur"
 	"github.com/inferprof/inferprof/receiver/nvmlreceiver/internal/metadata"
 )
 
@@ -65,12 +66,19 @@ type ProcessesConfig struct {
 
 var _ component.Config = (*Config)(nil)
 
+// minInterval is the shortest collection_interval and init_retry_interval taken.
+const minInterval = 10 * time.Millisecond
+
 // Validate checks the configuration.
 func (cfg *Config) Validate() error {
 	var errs []error
 	if _, err := parseDeviceFilter(cfg.Devices); err != nil {
 		errs = append(errs, fmt.Errorf("devices: %w", err))
 	}
+	// A bare number is nanoseconds, far too often to scrape or retry.
+	errs = append(errs,
+		confdur.Min("collection_interval", cfg.ControllerConfig.CollectionInterval, minInterval),
+		confdur.Min("init_retry_interval", cfg.InitRetryInterval, minInterval))
 	if cfg.InitRetryInterval < 0 {
 		errs = append(errs, errors.New("init_retry_interval must not be negative"))
 	}
