@@ -36,8 +36,8 @@ func TestSIGKILLLossCounted(t *testing.T) {
 	const interval = 5 * time.Second // config/graphsignal.yaml's metrics_flush_interval
 
 	// Load: 100-span batches every 20 ms at most (5,000 spans/s; 2,100/s
-	// under -race on this machine), each batch's
-	// acceptance time kept for the bound.
+	// under -race on this machine), each batch's acceptance time kept for
+	// the bound.
 	var (
 		seq  uint32
 		sent []time.Time
