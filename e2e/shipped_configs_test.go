@@ -43,6 +43,12 @@ func TestShippedConfigsAgree(t *testing.T) {
 	gs := loadShipped(t, "graphsignal.yaml")
 	assert.Equal(t, def.Receivers, gs.Receivers)
 	assert.Equal(t, def.Processors, gs.Processors)
+	// graphsignal.yaml alone has a file_storage, for the upload queue and
+	// the connector's window marker; default.yaml counts no lost window.
+	gsIM, ok := gs.Connectors["inference_metrics"].(map[string]any)
+	require.True(t, ok)
+	assert.Equal(t, "file_storage/graphsignal", gsIM["storage"])
+	delete(gsIM, "storage")
 	assert.Equal(t, def.Connectors, gs.Connectors)
 	require.Equal(t, len(def.Service.Pipelines), len(gs.Service.Pipelines))
 	for name, p := range def.Service.Pipelines {

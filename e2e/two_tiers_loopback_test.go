@@ -18,7 +18,7 @@ import (
 // TestTwoTiersOnLoopbackWithoutBackend runs the shipped agent and gateway
 // on loopback, off Kubernetes (docs/deployment.md, "Off Kubernetes"): the
 // agent with INFERPROF_K8S_PASSTHROUGH=true, the gateway with no trace
-// backend (INFERPROF_EXPORTER=file/off, and a backend address where nothing
+// backend (INFERPROF_EXPORTER=nop, and a backend address where nothing
 // listens, which it must not try). Requests sent to the agent are counted
 // on the gateway's Prometheus endpoint, and the gateway warns about no
 // failed export. Before INFERPROF_EXPORTER, such a gateway retried and
@@ -29,7 +29,7 @@ func TestTwoTiersOnLoopbackWithoutBackend(t *testing.T) {
 	gw := e2etest.Start(t, e2etest.Options{
 		ConfigFiles: []string{shippedConfig("gateway.yaml")},
 		Env: append(gatewayEnv(t, ports, "gateway", "127.0.0.1", gwPort, ports.Addr("nothing_listens")),
-			"INFERPROF_EXPORTER=file/off", "INFERPROF_METRICS_FLUSH_INTERVAL=200ms"),
+			"INFERPROF_EXPORTER=nop", "INFERPROF_METRICS_FLUSH_INTERVAL=200ms"),
 	})
 	agent := e2etest.Start(t, e2etest.Options{ConfigFiles: []string{shippedConfig("agent.yaml")},
 		Env: agentEnv(t, ports, "agent", "127.0.0.1", gwPort, ports.Addr("gateway_grpc"))})

@@ -133,6 +133,13 @@ type Config struct {
 	Goodput GoodputConfig `mapstructure:"goodput"`
 	// Conversations bounds the counting of turns per conversation.
 	Conversations ConversationsConfig `mapstructure:"conversations"`
+	// Storage names a storage extension (file_storage) in which the connector
+	// keeps a marker of its open flush window: how many spans it holds,
+	// updated once a second. A start that finds a window the last run did
+	// not flush (a SIGKILL, an OOM kill) counts its spans in
+	// otelcol_connector_inference_metrics_lost_on_restart_spans and logs a
+	// warning. The window's figures are not recovered. Default: none.
+	Storage *component.ID `mapstructure:"storage"`
 	// Metrics switches metrics off by name, e.g.
 	// `inferprof.server.other.duration: {enabled: false}`. Empty by default.
 	Metrics map[string]MetricConfig `mapstructure:"metrics"`

@@ -24,6 +24,8 @@ func TestUnmarshalDefaultConfig(t *testing.T) {
 	require.NoError(t, cfg.(*Config).Validate())
 }
 
+var fileStorageMetrics = component.MustNewIDWithName("file_storage", "metrics")
+
 func TestUnmarshalConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
@@ -55,6 +57,7 @@ func TestUnmarshalConfig(t *testing.T) {
 			},
 			Conversations: ConversationsConfig{Idle: 10 * time.Minute, MaxConversations: 500},
 			Metrics:       map[string]MetricConfig{"inferprof.server.other.duration": {Enabled: false}},
+			Storage:       &fileStorageMetrics,
 		}},
 		{name: "span_metrics_temporality", want: func() *Config {
 			c := createDefaultConfig().(*Config)

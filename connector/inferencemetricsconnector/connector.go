@@ -9,6 +9,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/jonboulle/clockwork"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/metric"
@@ -28,6 +30,7 @@ import (
 )
 
 type metricsConnector struct {
+	id        component.ID
 	logger    *zap.Logger
 	cfg       *Config
 	next      consumer.Metrics
@@ -47,6 +50,16 @@ type metricsConnector struct {
 	digest       *xxhash.Digest
 	scratch      [8]byte
 	idCache      map[aggregate.ResourceKey]pcommon.Map // identity's results
+	// windowSpans counts the request and step spans aggregated since the
+	// last flush the next consumer took: what a crash now would lose.
+	windowSpans uint64
+
+	// The window marker (marker.go); nil without storage. Written by the
+	// flush goroutine only.
+	marker          storage.Client
+	markerOpened    time.Time
+	markerErrLogged time.Time
+	markerSpans     atomic.Int64 // last written, for the self-metric
 
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -66,6 +79,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		maxEx = cfg.Exemplars.MaxPerDataPoint
 	}
 	c := &metricsConnector{
+		id:          set.ID,
 		logger:      set.Logger,
 		cfg:         cfg,
 		next:        next,
@@ -94,6 +108,12 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		o.Observe(c.series.Load())
 		return nil
 	})
+	if err == nil {
+		err = tb.RegisterConnectorInferenceMetricsWindowSpansCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(c.markerSpans.Load())
+			return nil
+		})
+	}
 	if err != nil {
 		tb.Shutdown()
 		return nil, err
@@ -101,11 +121,23 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 	return c, nil
 }
 
-// Start starts the flush ticker.
-func (c *metricsConnector) Start(_ context.Context, _ component.Host) error {
+// Start counts a window the last run left open (with storage), then starts
+// the flush ticker and the ticker that keeps the window marker current.
+func (c *metricsConnector) Start(startCtx context.Context, host component.Host) error {
+	if c.cfg.Storage != nil {
+		if err := c.openMarker(startCtx, host); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	ticker := c.clock.NewTicker(c.cfg.MetricsFlushInterval)
+	var markerTick <-chan time.Time // nil without storage: never ready
+	if c.marker != nil {
+		mt := c.clock.NewTicker(markerEvery)
+		markerTick = mt.Chan()
+		context.AfterFunc(ctx, mt.Stop)
+	}
 	c.wg.Go(func() {
 		defer ticker.Stop()
 		for {
@@ -114,6 +146,8 @@ func (c *metricsConnector) Start(_ context.Context, _ component.Host) error {
 				return
 			case <-ticker.Chan():
 				c.flush(ctx, false)
+			case <-markerTick:
+				c.followMarker(ctx)
 			}
 		}
 	})
@@ -147,6 +181,11 @@ func (c *metricsConnector) Shutdown(ctx context.Context) error {
 			return
 		}
 		c.flush(ctx, true)
+		// Stopped cleanly: the last window was flushed or counted as dropped.
+		if err := c.writeMarker(ctx, 0); err != nil {
+			c.logMarkerError(err)
+		}
+		c.closeMarker(ctx)
 		c.logger.Info("inference_metrics connector stopped")
 	})
 	return err
@@ -167,6 +206,7 @@ func (c *metricsConnector) flush(ctx context.Context, final bool) {
 	c.observeTurns(final)
 	md, tx := c.store.Flush(now)
 	c.series.Store(int64(c.store.Len()))
+	taken := c.windowSpans
 	c.mu.Unlock()
 	var err error
 	if md.ResourceMetrics().Len() > 0 {
@@ -178,12 +218,18 @@ func (c *metricsConnector) flush(ctx context.Context, final bool) {
 		}
 	}
 	c.mu.Lock()
-	if err != nil && !final && !consumererror.IsPermanent(err) {
+	keep := err != nil && !final && !consumererror.IsPermanent(err)
+	if keep {
 		c.store.Restore(tx)
 	} else {
 		c.store.Commit(tx)
 	}
 	c.mu.Unlock()
+	if !keep {
+		// Taken, or dropped and counted as dropped_points: either way no
+		// longer what a crash would lose.
+		c.windowFlushed(ctx, taken)
+	}
 }
 
 func (c *metricsConnector) refused(ctx context.Context, err error, points int64, tx *aggregate.Tx, final bool) {
@@ -204,6 +250,7 @@ func (c *metricsConnector) refused(ctx context.Context, err error, points int64,
 
 // counts are what one batch adds to the self-metrics.
 type counts struct {
+	spans              uint64 // request and step spans aggregated
 	bad, overflow      int64
 	sanitized          int64 // label values labelValue changed
 	earlyConversations int64
@@ -244,6 +291,7 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 					resKey = c.hashResource(resAttrs)
 					hashed = true
 				}
+				n.spans++
 				if isStep {
 					c.aggregateStep(now, resKey, resAttrs, span, &n)
 				} else {
@@ -253,6 +301,7 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 		}
 	}
 	c.series.Store(int64(c.store.Len()))
+	c.windowSpans += n.spans
 	n.overflow += c.turnOverflow
 	c.turnOverflow = 0
 	c.mu.Unlock()

@@ -25,16 +25,19 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                       metric.Meter
-	mu                                          sync.Mutex
-	registrations                               []metric.Registration
-	ConnectorInferenceMetricsBadValues          metric.Int64Counter
-	ConnectorInferenceMetricsConversationsEarly metric.Int64Counter
-	ConnectorInferenceMetricsDroppedPoints      metric.Int64Counter
-	ConnectorInferenceMetricsOverflowSpans      metric.Int64Counter
-	ConnectorInferenceMetricsRefusedFlushes     metric.Int64Counter
-	ConnectorInferenceMetricsSanitizedLabels    metric.Int64Counter
-	ConnectorInferenceMetricsSeries             metric.Int64ObservableGauge
+	meter                                         metric.Meter
+	mu                                            sync.Mutex
+	registrations                                 []metric.Registration
+	ConnectorInferenceMetricsBadValues            metric.Int64Counter
+	ConnectorInferenceMetricsConversationsEarly   metric.Int64Counter
+	ConnectorInferenceMetricsDroppedPoints        metric.Int64Counter
+	ConnectorInferenceMetricsLostOnRestartSpans   metric.Int64Counter
+	ConnectorInferenceMetricsLostOnRestartWindows metric.Int64Counter
+	ConnectorInferenceMetricsOverflowSpans        metric.Int64Counter
+	ConnectorInferenceMetricsRefusedFlushes       metric.Int64Counter
+	ConnectorInferenceMetricsSanitizedLabels      metric.Int64Counter
+	ConnectorInferenceMetricsSeries               metric.Int64ObservableGauge
+	ConnectorInferenceMetricsWindowSpans          metric.Int64ObservableGauge
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -54,6 +57,21 @@ func (builder *TelemetryBuilder) RegisterConnectorInferenceMetricsSeriesCallback
 		cb(ctx, &observerInt64{inst: builder.ConnectorInferenceMetricsSeries, obs: o})
 		return nil
 	}, builder.ConnectorInferenceMetricsSeries)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterConnectorInferenceMetricsWindowSpansCallback sets callback for observable ConnectorInferenceMetricsWindowSpans metric.
+func (builder *TelemetryBuilder) RegisterConnectorInferenceMetricsWindowSpansCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ConnectorInferenceMetricsWindowSpans, obs: o})
+		return nil
+	}, builder.ConnectorInferenceMetricsWindowSpans)
 	if err != nil {
 		return err
 	}
@@ -109,6 +127,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ConnectorInferenceMetricsLostOnRestartSpans, err = builder.meter.Int64Counter(
+		"otelcol_connector_inference_metrics_lost_on_restart_spans",
+		metric.WithDescription("Request and step spans whose figures were lost because the collector stopped without flushing their window (a SIGKILL, an OOM kill), as the window marker in storage recorded them at start. [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorInferenceMetricsLostOnRestartWindows, err = builder.meter.Int64Counter(
+		"otelcol_connector_inference_metrics_lost_on_restart_windows",
+		metric.WithDescription("Flush windows the collector stopped in without flushing them, found open in storage at start. [Alpha]"),
+		metric.WithUnit("{window}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ConnectorInferenceMetricsOverflowSpans, err = builder.meter.Int64Counter(
 		"otelcol_connector_inference_metrics_overflow_spans",
 		metric.WithDescription("Request and step spans aggregated into the overflow series because aggregation_cardinality_limit was reached. [Alpha]"),
@@ -131,6 +161,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_connector_inference_metrics_series",
 		metric.WithDescription("Series held in memory, the overflow series included. [Alpha]"),
 		metric.WithUnit("{series}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorInferenceMetricsWindowSpans, err = builder.meter.Int64ObservableGauge(
+		"otelcol_connector_inference_metrics_window_spans",
+		metric.WithDescription("Spans of the open flush window as last recorded in storage, at most a second behind; what a restart after a crash now would count as lost. 0 without storage. [Alpha]"),
+		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

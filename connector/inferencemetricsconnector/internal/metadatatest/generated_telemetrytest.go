@@ -69,6 +69,38 @@ func AssertEqualConnectorInferenceMetricsDroppedPoints(t *testing.T, tt *compone
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualConnectorInferenceMetricsLostOnRestartSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_connector_inference_metrics_lost_on_restart_spans",
+		Description: "Request and step spans whose figures were lost because the collector stopped without flushing their window (a SIGKILL, an OOM kill), as the window marker in storage recorded them at start. [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_connector_inference_metrics_lost_on_restart_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualConnectorInferenceMetricsLostOnRestartWindows(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_connector_inference_metrics_lost_on_restart_windows",
+		Description: "Flush windows the collector stopped in without flushing them, found open in storage at start. [Alpha]",
+		Unit:        "{window}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_connector_inference_metrics_lost_on_restart_windows")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualConnectorInferenceMetricsOverflowSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_connector_inference_metrics_overflow_spans",
@@ -127,6 +159,20 @@ func AssertEqualConnectorInferenceMetricsSeries(t *testing.T, tt *componenttest.
 		},
 	}
 	got, err := tt.GetMetric("otelcol_connector_inference_metrics_series")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualConnectorInferenceMetricsWindowSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_connector_inference_metrics_window_spans",
+		Description: "Spans of the open flush window as last recorded in storage, at most a second behind; what a restart after a crash now would count as lost. 0 without storage. [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_connector_inference_metrics_window_spans")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -24,9 +24,15 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterConnectorInferenceMetricsWindowSpansCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	tb.ConnectorInferenceMetricsBadValues.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsConversationsEarly.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsDroppedPoints.Add(context.Background(), 1)
+	tb.ConnectorInferenceMetricsLostOnRestartSpans.Add(context.Background(), 1)
+	tb.ConnectorInferenceMetricsLostOnRestartWindows.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsOverflowSpans.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsRefusedFlushes.Add(context.Background(), 1)
 	tb.ConnectorInferenceMetricsSanitizedLabels.Add(context.Background(), 1)
@@ -39,6 +45,12 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualConnectorInferenceMetricsDroppedPoints(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorInferenceMetricsLostOnRestartSpans(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorInferenceMetricsLostOnRestartWindows(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorInferenceMetricsOverflowSpans(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -49,6 +61,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorInferenceMetricsSeries(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorInferenceMetricsWindowSpans(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

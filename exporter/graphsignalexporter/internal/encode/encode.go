@@ -187,7 +187,7 @@ func (b *metricsBuilder) startTags(attrs pcommon.Map, skip func(string) bool) ui
 // setResource computes the tags every datapoint of a resource shares.
 func (b *metricsBuilder) setResource(res pcommon.Map) {
 	b.tags.reset(b.e.global)
-	b.tags.putMap(res, func(k string) bool { return resourceDeny[k] })
+	b.tags.putMap(res, notResourceTag)
 	if b.e.graphsignal() {
 		b.tags.rename(true)
 	}

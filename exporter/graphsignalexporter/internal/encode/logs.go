@@ -39,7 +39,7 @@ func (e *Encoder) Logs(ld plog.Logs) (*signalsv1.UploadRequest, Stats) {
 				}
 				xid, isXID := e.xidCode(lr)
 				tags.reset(e.global)
-				tags.putMap(rattrs, func(k string) bool { return resourceDeny[k] })
+				tags.putMap(rattrs, notResourceTag)
 				if e.graphsignal() {
 					tags.rename(true)
 				}

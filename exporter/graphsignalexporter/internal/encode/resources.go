@@ -113,7 +113,7 @@ func (a *resourceAttrs) set(k, v string) {
 
 func (a *resourceAttrs) from(m pcommon.Map, keep func(string) bool) {
 	for k, v := range m.All() {
-		if !keep(k) || resourceDeny[k] {
+		if !keep(k) || notResourceTag(k) {
 			continue
 		}
 		s, ok := scalar(v)

@@ -45,17 +45,16 @@ func EnvTags(environ []string) map[string]string {
 // OSEnvTags is EnvTags over the process environment.
 func OSEnvTags() map[string]string { return EnvTags(os.Environ()) }
 
-// resourceDeny lists resource attributes never turned into tags: they are
-// long, change per run, or can carry user text (a command line can hold a
-// prompt).
-var resourceDeny = map[string]bool{
-	"process.command":         true,
-	"process.command_line":    true,
-	"process.command_args":    true,
-	"process.executable.path": true,
-	"telemetry.sdk.name":      true,
-	"telemetry.sdk.version":   true,
-	"telemetry.sdk.language":  true,
+// notResourceTag reports whether a resource attribute is kept from tags:
+// only the allow-list of attributes that may be labels
+// (privacy.LabelResourceAttributes, the list the shipped configs'
+// transform/labels keeps for target_info) becomes a tag, so an unknown one
+// (an application's own, a JSON blob, a command line that can hold a
+// prompt) never does, with or without transform/labels in the pipeline.
+// The SDK's name and version pass that list for target_info but say nothing
+// about what is measured, so they are no tag either.
+func notResourceTag(k string) bool {
+	return !privacy.IsLabelResourceAttribute(k) || strings.HasPrefix(k, "telemetry.sdk.")
 }
 
 // IsContent reports whether key names user text: inferprof's one content

@@ -118,3 +118,67 @@ func TestLogContentNeverEncoded(t *testing.T) {
 	assert.Contains(t, msgs, "engine started")
 	assert.Contains(t, strings.Join(msgs, " "), "status")
 }
+
+// TestUnknownResourceAttributeIsNoTag: resource attributes become tags (of
+// metrics, logs and host/process resources) only from the allow-list
+// privacy.LabelResourceAttributes, also with no transform/labels before the
+// exporter. An application's own attribute, a command line or a JSON blob
+// never does (issue #30).
+func TestUnknownResourceAttributeIsNoTag(t *testing.T) {
+	const secret = "summarise my private medical notes"
+	unknown := map[string]any{
+		"app.customer_note":    secret,
+		"process.command_line": "python serve.py --prompt '" + secret + "'",
+		"vllm.request":         `{"prompt":"` + secret + `"}`,
+		"service.name.x":       secret,
+	}
+	known := map[string]any{"service.name": "vllm", "host.name": "gpu-1", "process.pid": int64(42), "k8s.pod.name": "vllm-0", "os.type": "linux"}
+	for _, names := range []Names{NamesSource, NamesGraphsignal} {
+		gs := names == NamesGraphsignal
+		e := New(nil, nil, "0123456789ab", time.Now, WithNames(names))
+		md := pmetric.NewMetrics()
+		rm := md.ResourceMetrics().AppendEmpty()
+		require.NoError(t, rm.Resource().Attributes().FromRaw(known))
+		for k, v := range unknown {
+			rm.Resource().Attributes().PutStr(k, v.(string))
+		}
+		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName("inferprof.server.requests")
+		m.SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(1)
+		req, _ := e.Metrics(md)
+		body, err := proto.Marshal(req)
+		require.NoError(t, err)
+		assert.NotContains(t, string(body), secret, "graphsignal names %v", gs)
+		keys := map[string]bool{}
+		for _, met := range req.Metrics {
+			for _, tg := range met.Tags {
+				keys[tg.Key] = true
+			}
+		}
+		for _, res := range req.Resources {
+			for _, tg := range res.Tags {
+				keys[tg.Key] = true
+			}
+			for _, a := range res.Attributes {
+				keys[a.Name] = true
+			}
+		}
+		for k := range unknown {
+			assert.False(t, keys[k], "%s became a tag (graphsignal names %v)", k, gs)
+		}
+		assert.NotEmpty(t, keys, "allow-listed attributes still tag")
+
+		ld := plog.NewLogs()
+		rl := ld.ResourceLogs().AppendEmpty()
+		require.NoError(t, rl.Resource().Attributes().FromRaw(known))
+		for k, v := range unknown {
+			rl.Resource().Attributes().PutStr(k, v.(string))
+		}
+		rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("engine started")
+		lreq, _ := e.Logs(ld)
+		lbody, err := proto.Marshal(lreq)
+		require.NoError(t, err)
+		assert.NotContains(t, string(lbody), secret, "logs, graphsignal names %v", gs)
+		assert.Contains(t, string(lbody), "vllm-0", "an allow-listed attribute still tags a log")
+	}
+}
