@@ -229,17 +229,25 @@ func TestGrafanaPanelsOnRealPrometheus(t *testing.T) {
 	total, _, _ := tr.counts()
 	// Both rounds' requests must be in Prometheus before the panels are read:
 	// the first round gives each series its first sample, the second moves it.
-	requestsIn := func(n int) func() bool {
-		return func() bool {
-			var r promResult
-			if !promGet(t, prom, "/api/v1/query", url.Values{"query": {"sum(inferprof_server_requests_total)"}}, &r) || len(r.Data.Result) != 1 {
-				return false
-			}
-			s, _ := r.Data.Result[0].Value[1].(string)
-			f, _ := strconv.ParseFloat(s, 64)
-			return f == float64(n)
+	sumOf := func(expr string) float64 {
+		var r promResult
+		if !promGet(t, prom, "/api/v1/query", url.Values{"query": {expr}}, &r) || len(r.Data.Result) != 1 {
+			return math.NaN()
 		}
+		s, _ := r.Data.Result[0].Value[1].(string)
+		f, _ := strconv.ParseFloat(s, 64)
+		return f
 	}
+	requestsIn := func(n int) func() bool {
+		return func() bool { return sumOf("sum(inferprof_server_requests_total)") == float64(n) }
+	}
+	var launches, kernelSeconds float64
+	for _, k := range tr.kernels {
+		launches += float64(k.n)
+		kernelSeconds += float64(k.n) * float64(k.dur) / 1e9
+	}
+	require.Eventually(t, func() bool { return sumOf("sum(inferprof_gpu_kernel_count_total)") == launches },
+		30*time.Second, 100*time.Millisecond, "prometheus never held the first round's kernels")
 	require.Eventually(t, requestsIn(total), 30*time.Second, 100*time.Millisecond, "prometheus never held the first round\n%s", c.Output())
 	// One more scrape of the first round's values for every source, then
 	// the second round.
@@ -252,6 +260,25 @@ func TestGrafanaPanelsOnRealPrometheus(t *testing.T) {
 	// flushes and scrapes, as a serving engine does.
 	runFakeEngine(t, filepath.Join(sockDir, "step.sock"), tr.service, "--engine", "vllm", "--step-ms", "150")
 	require.Eventually(t, requestsIn(2*total), 30*time.Second, 100*time.Millisecond, "prometheus never held the second round\n%s", c.Output())
+
+	// The defect zeroOnly names, measured: once the dashboard (its own
+	// sums) holds both rounds' kernels, and Prometheus has scraped since,
+	// the exported launch counter still reads one round's.
+	require.Eventually(t, func() bool {
+		var d dashboardDoc
+		if !getJSON(t, "http://"+ports.Addr("graphsignal_local")+"/dashboard.json", &d) {
+			return false
+		}
+		var secs float64
+		for _, k := range d.Kernels.Top {
+			secs += k.Seconds
+		}
+		return secs >= 2*kernelSeconds-1e-9
+	}, 30*time.Second, 100*time.Millisecond, "the dashboard never showed the second round's kernels")
+	after := time.Now().Add(2 * promScrape)
+	require.Eventually(t, func() bool { return time.Now().After(after) }, 10*time.Second, 50*time.Millisecond)
+	assert.InDeltaf(t, launches, sumOf("sum(inferprof_gpu_kernel_count_total)"), 0.5,
+		"%v launches sent in two rounds: if Prometheus now counts them all, the cupti entries leave zeroOnly", 2*launches)
 
 	// Debian's Prometheus 2.42 ingests the connector's exponential
 	// histograms as native histograms (docs/dashboard.md).
