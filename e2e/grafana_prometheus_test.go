@@ -31,6 +31,10 @@ import (
 // "Scrape interval" of the Grafana data source the substitution assumes.
 const promScrape = time.Second
 
+// promClient bounds every call to Prometheus: a stuck one fails the poll
+// that made it rather than the whole test run.
+var promClient = &http.Client{Timeout: 5 * time.Second}
+
 // prometheusBinary finds Debian's prometheus. CI installs it (.ci/run) and
 // sets CI=true, where a missing binary fails the test; elsewhere it skips.
 func prometheusBinary(t *testing.T) string {
@@ -111,7 +115,7 @@ type promResult struct {
 // "success".
 func promGet(t *testing.T, addr, path string, q url.Values, v *promResult) bool {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + path + "?" + q.Encode())
+	resp, err := promClient.Get("http://" + addr + path + "?" + q.Encode())
 	if err != nil {
 		return false
 	}
@@ -313,7 +317,7 @@ func TestGrafanaPanelsOnRealPrometheus(t *testing.T) {
 					Error  string              `json:"error"`
 					Data   []map[string]string `json:"data"`
 				}
-				resp, err := http.Get("http://" + prom + "/api/v1/series?" + url.Values{"match[]": {sel},
+				resp, err := promClient.Get("http://" + prom + "/api/v1/series?" + url.Values{"match[]": {sel},
 					"start": {strconv.FormatInt(begin.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}}.Encode())
 				if err == nil {
 					err = json.NewDecoder(resp.Body).Decode(&raw)
