@@ -192,12 +192,11 @@ func grafanaSubstitute(expr string, vars map[string]string, step, rng time.Durat
 // right); it fails once it moves, so that it leaves this list.
 var zeroOnly = map[string]string{
 	// A defect, not a test artefact. The cupti receiver sends delta sums
-	// whose start is the previous flush, empty ones included. The
-	// prometheus exporter (v0.161.0 accumulator.go) adds a delta to the
-	// series only when its start equals the series' last timestamp, and
-	// otherwise replaces the value with the delta. After any idle flush the
-	// exported counter therefore falls back to the last interval's figure:
-	// here the second round's kernels equal the first's, so it never moves.
+	// whose start is its previous flush, empty ones included: after an idle
+	// flush a series' next delta leaves a gap, a reset in the OpenTelemetry
+	// data model. The prometheus exporter (v0.161.0 accumulator.go) then
+	// replaces the counter with the delta instead of adding it: here the
+	// second round's kernels equal the first's, so it never moves.
 	"gpu-and-kernels.json: GPU busy time (CUPTI)":            cuptiDeltaGap,
 	"gpu-and-kernels.json: GPU time by kernel category":      cuptiDeltaGap,
 	"gpu-and-kernels.json: Top kernels by GPU time":          cuptiDeltaGap,
