@@ -83,7 +83,8 @@ func scrapeLabels(t *testing.T, p parser.Parser, addr string) map[string]map[str
 // query is one PromQL expression of a dashboard, with where it is.
 type query struct {
 	where, expr string
-	variable    bool // a templating query (label_values)
+	legend      string // the target's legendFormat
+	variable    bool   // a templating query (label_values)
 }
 
 // dashboardQueries walks a dashboard's JSON for panel target expressions
@@ -103,7 +104,8 @@ func dashboardQueries(t *testing.T, path string) []query {
 				where = filepath.Base(path) + ": " + title
 			}
 			if e, ok := x["expr"].(string); ok {
-				out = append(out, query{where: where, expr: e})
+				legend, _ := x["legendFormat"].(string)
+				out = append(out, query{where: where, expr: e, legend: legend})
 			}
 			for k, c := range x {
 				if k != "templating" {
