@@ -163,7 +163,7 @@ func (p *inferenceProcessor) offerEnginePhases(ctx context.Context, spans ptrace
 			continue
 		}
 		parent := s.ParentSpanID()
-		if parent == last || parent.IsEmpty() || hasSpan(spans, n, parent) {
+		if parent == last || parent.IsEmpty() || hasSpan(spans, n, i, parent) {
 			continue
 		}
 		last = parent
@@ -179,10 +179,19 @@ func (p *inferenceProcessor) offerEnginePhases(ctx context.Context, spans ptrace
 	return out
 }
 
-// hasSpan reports whether spans[:n] holds the span id.
-func hasSpan(spans ptrace.SpanSlice, n int, id pcommon.SpanID) bool {
-	for i := 0; i < n; i++ {
+// hasSpan reports whether spans[:n] holds the span id. The SDK exports in
+// end order, so a request span in the same batch as its phase spans (at
+// near) is nearly always right after them: look there before the rest, so a
+// batch of such requests is not a scan of the batch per request.
+func hasSpan(spans ptrace.SpanSlice, n, near int, id pcommon.SpanID) bool {
+	lo, hi := max(0, near-4), min(n, near+5)
+	for i := lo; i < hi; i++ {
 		if spans.At(i).SpanID() == id {
+			return true
+		}
+	}
+	for i := 0; i < n; i++ {
+		if (i < lo || i >= hi) && spans.At(i).SpanID() == id {
 			return true
 		}
 	}

@@ -176,3 +176,20 @@ func TestNoEnginePhasesNothingHeld(t *testing.T) {
 	assert.Zero(t, h.p.join.Len())
 	require.NoError(t, h.tp.Shutdown(t.Context()))
 }
+
+// TestHasSpan: the request span is found beside its phase spans, far from
+// them, or not at all.
+func TestHasSpan(t *testing.T) {
+	spans := ptrace.NewSpanSlice()
+	for i := range 20 {
+		spans.AppendEmpty().SetSpanID(pcommon.SpanID{7: byte(i + 1)})
+	}
+	for _, c := range []struct {
+		near int
+		id   byte
+		want bool
+	}{{10, 11, true}, {10, 8, true}, {0, 20, true}, {19, 1, true}, {10, 21, false}} {
+		assert.Equalf(t, c.want, hasSpan(spans, spans.Len(), c.near, pcommon.SpanID{7: c.id}), "near %d, id %d", c.near, c.id)
+	}
+	assert.False(t, hasSpan(spans, 5, 2, pcommon.SpanID{7: 10}), "only spans[:n]")
+}
