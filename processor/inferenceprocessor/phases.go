@@ -4,13 +4,17 @@
 package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
 
 import (
+	"context"
 	"encoding/binary"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
@@ -27,7 +31,12 @@ import (
 func addPhaseSpans(spans ptrace.SpanSlice, k, left int, ph request.Phases) int {
 	spans.EnsureCapacity(spans.Len() + 3*left)
 	parent := spans.At(k)
-	traceID, parentID := parent.TraceID(), parent.SpanID()
+	return appendPhaseSpans(spans, parent.TraceID(), parent.SpanID(), ph)
+}
+
+// appendPhaseSpans appends the phase spans of the request span parentID to
+// spans.
+func appendPhaseSpans(spans ptrace.SpanSlice, traceID pcommon.TraceID, parentID pcommon.SpanID, ph request.Phases) int {
 	added := 0
 	for _, x := range [...]struct {
 		name  string
@@ -98,10 +107,12 @@ func anyEnginePhase(spans ptrace.SpanSlice, n int) bool {
 }
 
 // hasEnginePhases reports whether spans[:n] holds an engine-written phase
-// span whose parent is parent. Only the same export batch is seen: the
-// engine ends its phase spans with or before the request span, and the
-// Python SDK's BatchSpanProcessor exports in end order, so a phase span in
-// an earlier batch than its parent still gets a synthetic twin.
+// span whose parent is parent: the same-batch case, which needs no join.
+// The engine ends its phase spans with or before the request span and the
+// Python SDK's BatchSpanProcessor exports in end order, so a batch boundary
+// between them puts the phase spans in an earlier batch; an exporter's
+// retry, or phase spans from another process, can put them in a later one.
+// Both go through the SGLang join's table (offerEnginePhases, phases).
 func hasEnginePhases(spans ptrace.SpanSlice, n int, parent pcommon.SpanID) bool {
 	for i := 0; i < n; i++ {
 		s := spans.At(i)
@@ -110,4 +121,118 @@ func hasEnginePhases(spans ptrace.SpanSlice, n int, parent pcommon.SpanID) bool 
 		}
 	}
 	return false
+}
+
+// The outcomes of processor_inference_phase_join.
+const (
+	phaseSuperseded = "superseded"
+	phaseEngine     = "engine"
+	phaseReleased   = "released"
+	phaseUnclaimed  = "unclaimed"
+)
+
+var phaseJoinOutcomes = []string{phaseSuperseded, phaseEngine, phaseReleased, phaseUnclaimed}
+
+func outcomeOpts(outcomes []string) map[string][]metric.AddOption {
+	m := make(map[string][]metric.AddOption, len(outcomes))
+	for _, o := range outcomes {
+		m[o] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))}
+	}
+	return m
+}
+
+func (p *inferenceProcessor) countPhaseJoin(ctx context.Context, outcome string, n int) {
+	if n > 0 {
+		p.tel.ProcessorInferencePhaseJoin.Add(ctx, int64(n), p.phaseJoinOpts[outcome]...)
+	}
+}
+
+// offerEnginePhases tells the join about the engine phase spans in
+// spans[:n] whose request span is not in the same scope: either it came in
+// an earlier batch, and its held synthetic phase spans are dropped, or it
+// comes later and will find the record (phases). It returns spans the join
+// let go early to make room.
+func (p *inferenceProcessor) offerEnginePhases(ctx context.Context, spans ptrace.SpanSlice, n int) []join.Released {
+	p.join.SawPhases()
+	var out []join.Released
+	var last pcommon.SpanID // the engine writes a request's phases side by side
+	for i := 0; i < n; i++ {
+		s := spans.At(i)
+		name := s.Name()
+		if !strings.HasPrefix(name, "vllm.request.") || !enginePhaseNames[name] {
+			continue
+		}
+		parent := s.ParentSpanID()
+		if parent == last || parent.IsEmpty() || hasSpan(spans, n, i, parent) {
+			continue
+		}
+		last = parent
+		superseded, evictedOut, evicted := p.join.EnginePhases(s.TraceID(), parent, p.now())
+		if superseded {
+			p.countPhaseJoin(ctx, phaseSuperseded, 1)
+		}
+		if evicted > 0 {
+			p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
+		}
+		out = append(out, evictedOut...)
+	}
+	return out
+}
+
+// hasSpan reports whether spans[:n] holds the span id. The SDK exports in
+// end order, so a request span in the same batch as its phase spans (at
+// near) is nearly always right after them: look there before the rest, so a
+// batch of such requests is not a scan of the batch per request.
+func hasSpan(spans ptrace.SpanSlice, n, near int, id pcommon.SpanID) bool {
+	lo, hi := max(0, near-4), min(n, near+5)
+	for i := lo; i < hi; i++ {
+		if spans.At(i).SpanID() == id {
+			return true
+		}
+	}
+	for i := 0; i < n; i++ {
+		if (i < lo || i >= hi) && spans.At(i).SpanID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// phases gives spans.At(k) its synthetic phase spans, unless its engine
+// wrote its own. Same batch: hasEnginePhases. Earlier batch: the join's
+// record. Later batch: once any engine has written phase spans, a vLLM
+// request's synthetic ones are held for sglang_join.wait, as an SGLang root
+// is held for its stages, and sent only if no engine phase span came. Until
+// then nothing is held, so engines that write none (vLLM 0.32) see no delay.
+func (p *inferenceProcessor) phases(ctx context.Context, w *batchWork, kind request.Kind, spans ptrace.SpanSlice, k, left int, ph request.Phases) {
+	span := spans.At(k)
+	if w.enginePhases && hasEnginePhases(spans, left+k, span.SpanID()) {
+		return
+	}
+	if p.join == nil || kind != request.KindVLLM || !p.join.PhasesSeen() {
+		w.counts.phaseSpans += int64(addPhaseSpans(spans, k, left, ph))
+		return
+	}
+	now := p.now()
+	traceID, spanID := span.TraceID(), span.SpanID()
+	if p.join.TakePhases(traceID, spanID) {
+		p.countPhaseJoin(ctx, phaseEngine, 1)
+		return
+	}
+	if !ph.Queue.OK && !ph.Prefill.OK && !ph.Decode.OK {
+		return
+	}
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	w.rs.Resource().CopyTo(rs.Resource())
+	rs.SetSchemaUrl(w.rs.SchemaUrl())
+	ss := rs.ScopeSpans().AppendEmpty()
+	w.ss.Scope().CopyTo(ss.Scope())
+	ss.SetSchemaUrl(w.ss.SchemaUrl())
+	appendPhaseSpans(ss.Spans(), traceID, spanID, ph)
+	evictedOut, evicted := p.join.HoldPhases(traceID, spanID, td, now)
+	if evicted > 0 {
+		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
+	}
+	w.released = append(w.released, evictedOut...)
 }

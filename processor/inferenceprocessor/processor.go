@@ -66,6 +66,7 @@ type inferenceProcessor struct {
 	eventOpt       []metric.AddOption
 	anomalyOpts    map[string][]metric.AddOption // by reason
 	incompleteOpts map[string][]metric.AddOption // by reason
+	phaseJoinOpts  map[string][]metric.AddOption // by outcome
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -99,6 +100,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		eventOpt:       []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
 		anomalyOpts:    map[string][]metric.AddOption{},
 		incompleteOpts: reasonOpts(incompleteReasons),
+		phaseJoinOpts:  outcomeOpts(phaseJoinOutcomes),
 	}
 	for _, k := range []request.Kind{request.KindVLLM, request.KindTensorRTLLM, request.KindSGLangRoot, request.KindTGI} {
 		p.providerOpts[k] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", k.Provider())))}
@@ -267,6 +269,10 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 			// the originals.
 			n := spans.Len()
 			w.enginePhases = anyEnginePhase(spans, n)
+			if w.enginePhases && p.join != nil {
+				released = append(released, p.offerEnginePhases(ctx, spans, n)...)
+			}
+			w.rs, w.ss = rs, ss
 			drop = drop[:0]
 			for k := 0; k < n; k++ {
 				span := spans.At(k)
@@ -337,6 +343,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	}
 	w.counts.flush(ctx, p)
 	p.finishBatch(ctx, &b)
+	released = append(released, w.released...)
 	if len(released) > 0 {
 		// Released spans belong to earlier batches: they go on in a batch of
 		// their own, so a refusal is retried here rather than returned to a
@@ -395,6 +402,11 @@ type batchWork struct {
 	// enginePhases: the scope being walked holds phase spans its engine
 	// wrote itself (see hasEnginePhases); set per scope.
 	enginePhases bool
+	// rs, ss: the resource and scope being walked, for held phase spans.
+	rs ptrace.ResourceSpans
+	ss ptrace.ScopeSpans
+	// released: held spans the join let go early to make room.
+	released []join.Released
 }
 
 // hasSteps reports whether the step window holds any engine's steps, asked
@@ -487,8 +499,8 @@ func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind r
 	if len(r.Anomalies) > 0 {
 		p.countAnomalies(ctx, span, r)
 	}
-	if p.phaseSpans && !(w.enginePhases && hasEnginePhases(spans, left+k, span.SpanID())) {
-		t.phaseSpans += int64(addPhaseSpans(spans, k, left, r.Phases))
+	if p.phaseSpans {
+		p.phases(ctx, w, kind, spans, k, left, r.Phases)
 	}
 	return r, found
 }

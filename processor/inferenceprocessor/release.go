@@ -95,10 +95,11 @@ func takeSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) f
 func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
 	p.retryRefused(ctx)
 	if p.join != nil {
-		out, timedOut := p.join.Expire(now)
+		out, timedOut, unclaimed := p.join.Expire(now)
 		if timedOut > 0 {
 			p.tel.ProcessorInferenceJoinTimeouts.Add(ctx, int64(timedOut))
 		}
+		p.countPhaseJoin(ctx, phaseUnclaimed, unclaimed)
 		p.sendReleased(ctx, out)
 	}
 	p.expireAgents(ctx, now)
@@ -112,6 +113,14 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 	var w batchWork
 	defer w.counts.flush(ctx, p)
 	for _, rel := range out {
+		if rel.Phases {
+			// A vLLM request's synthetic phase spans, made when it was
+			// processed; the engine wrote none of its own meanwhile.
+			p.countPhaseJoin(ctx, phaseReleased, 1)
+			w.counts.phaseSpans += int64(rel.Traces.SpanCount())
+			rel.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+			continue
+		}
 		rs := rel.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
 		ri := p.readResource(rs.Resource())

@@ -40,6 +40,7 @@ type TelemetryBuilder struct {
 	ProcessorInferenceJoinEvictions   metric.Int64Counter
 	ProcessorInferenceJoinPending     metric.Int64ObservableUpDownCounter
 	ProcessorInferenceJoinTimeouts    metric.Int64Counter
+	ProcessorInferencePhaseJoin       metric.Int64Counter
 	ProcessorInferencePhaseSpans      metric.Int64Counter
 	ProcessorInferenceReleaseFailures metric.Int64Counter
 	ProcessorInferenceReleaseRetries  metric.Int64Counter
@@ -201,6 +202,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_inference_join_timeouts",
 		metric.WithDescription("SGLang request spans released after the join wait without their queue stage. [Alpha]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorInferencePhaseJoin, err = builder.meter.Int64Counter(
+		"otelcol_processor_inference_phase_join",
+		metric.WithDescription("Where the engine may write its own phase spans, what became of a request's phase spans joined across batches, by outcome: superseded (our synthetic set held and dropped, as the engine's came after), engine (our set not made, as the engine's came before), released (our set sent after sglang_join.wait, as the engine's never came), unclaimed (an engine phase record forgotten after sglang_join.stage_ttl without its request span). [Alpha]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferencePhaseSpans, err = builder.meter.Int64Counter(

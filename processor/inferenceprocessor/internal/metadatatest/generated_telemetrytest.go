@@ -213,6 +213,22 @@ func AssertEqualProcessorInferenceJoinTimeouts(t *testing.T, tt *componenttest.T
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorInferencePhaseJoin(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_inference_phase_join",
+		Description: "Where the engine may write its own phase spans, what became of a request's phase spans joined across batches, by outcome: superseded (our synthetic set held and dropped, as the engine's came after), engine (our set not made, as the engine's came before), released (our set sent after sglang_join.wait, as the engine's never came), unclaimed (an engine phase record forgotten after sglang_join.stage_ttl without its request span). [Alpha]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_inference_phase_join")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorInferencePhaseSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_phase_spans",

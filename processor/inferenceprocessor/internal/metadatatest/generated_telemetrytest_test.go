@@ -41,6 +41,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorInferenceGpuSteps.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinEvictions.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinTimeouts.Add(context.Background(), 1)
+	tb.ProcessorInferencePhaseJoin.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
 	tb.ProcessorInferenceReleaseFailures.Add(context.Background(), 1)
 	tb.ProcessorInferenceReleaseRetries.Add(context.Background(), 1)
@@ -80,6 +81,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceJoinTimeouts(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorInferencePhaseJoin(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferencePhaseSpans(t, testTel,
