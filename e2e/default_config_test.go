@@ -213,3 +213,48 @@ func TestPortInUseIsReported(t *testing.T) {
 	assert.Contains(t, out, busy)
 	assert.True(t, strings.Contains(out, "address already in use"), "no clear bind error in:\n%s", out)
 }
+
+// TestOwnListenerInUseNamesVariable: when the address of one of our own
+// listeners is taken, the collector's error names the address and the
+// variable that moves it (stock listeners' errors cannot: their message is
+// theirs; docs/troubleshooting.md lists those).
+func TestOwnListenerInUseNamesVariable(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		hold func(t *testing.T, dataDir string, ports *e2etest.Ports) string
+	}{
+		{"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT", func(t *testing.T, _ string, _ *e2etest.Ports) string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			return l.Addr().String()
+		}},
+		{"INFERPROF_CUPTI_ENDPOINT", func(t *testing.T, dataDir string, _ *e2etest.Ports) string {
+			path := filepath.Join(dataDir, "busy-cupti.sock")
+			l, err := net.Listen("unix", path)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			return path
+		}},
+		{"INFERPROF_STEP_ENDPOINT", func(t *testing.T, dataDir string, _ *e2etest.Ports) string {
+			path := filepath.Join(dataDir, "busy-step.sock")
+			c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			return path
+		}},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			ports := e2etest.NewPorts(t)
+			dataDir := t.TempDir()
+			env := defaultEnv(t, ports, dataDir)
+			busy := tc.hold(t, dataDir, ports)
+			c := e2etest.Launch(t, e2etest.Options{ConfigFiles: []string{shippedConfig("default.yaml")},
+				Env: append(env, tc.env+"="+busy)})
+			assert.NotEqual(t, 0, c.Wait(60*time.Second))
+			out := c.Output()
+			assert.Contains(t, out, busy)
+			assert.Contains(t, out, "("+tc.env+" in the shipped configs; docs/troubleshooting.md)")
+		})
+	}
+}

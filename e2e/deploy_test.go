@@ -265,6 +265,12 @@ func TestDeployFiles(t *testing.T) {
 		})
 	}
 
+	// The config's default (true) is right off Kubernetes only; in a
+	// cluster the agent must ask the API server, or no pod metadata.
+	t.Run("agent asks the API server", func(t *testing.T) {
+		assert.Equal(t, "false", manifests["inferprof-agent"]["INFERPROF_K8S_PASSTHROUGH"])
+	})
+
 	t.Run("agent and gateway agree", func(t *testing.T) {
 		agent, gw := manifests["inferprof-agent"], manifests["inferprof-gateway"]
 		svcs := docs["manifests/gateway.yaml"]

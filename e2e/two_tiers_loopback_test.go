@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,56 @@ func TestTwoTiersOnLoopbackWithoutBackend(t *testing.T) {
 	out := gw.Output()
 	for _, bad := range []string{"Exporting failed", "connection refused", ports.Addr("nothing_listens")} {
 		assert.Falsef(t, strings.Contains(out, bad), "the gateway tried the backend (%q):\n%s", bad, out)
+	}
+}
+
+// TestAgentOffKubernetesWithNodeName runs the shipped agent as a bare-metal
+// host would: K8S_NODE_NAME set, INFERPROF_K8S_PASSTHROUGH not set, and no
+// API server (KUBERNETES_SERVICE_HOST empty). It must become healthy and
+// forward a request to the gateway, with no stack trace. Before the
+// passthrough default was true, k8s_attributes failed to build its client
+// at Start ("Could not initialize kube client", with a stack trace) and the
+// collector never became ready.
+func TestAgentOffKubernetesWithNodeName(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	ports := e2etest.NewPorts(t)
+	gwPort := ports.Port("gateway_grpc")
+	// The gateway exports to an address where nothing listens: this test is
+	// about the agent (TestTwoTiersOnLoopbackWithoutBackend runs the
+	// gateway with INFERPROF_EXPORTER=nop).
+	gw := e2etest.Start(t, e2etest.Options{
+		ConfigFiles: []string{shippedConfig("gateway.yaml")},
+		Env: append(gatewayEnv(t, ports, "gateway", "127.0.0.1", gwPort, ports.Addr("nothing_listens")),
+			"INFERPROF_METRICS_FLUSH_INTERVAL=200ms"),
+	})
+	var env []string
+	for _, kv := range agentEnv(t, ports, "agent", "127.0.0.1", gwPort, ports.Addr("gateway_grpc")) {
+		if !strings.HasPrefix(kv, "INFERPROF_K8S_PASSTHROUGH=") {
+			env = append(env, kv)
+		}
+	}
+	require.Contains(t, env, "K8S_NODE_NAME=agent")
+	agent := e2etest.Start(t, e2etest.Options{ConfigFiles: []string{shippedConfig("agent.yaml")}, Env: env})
+
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + ports.Addr("agent_health") + "/")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "the agent never became healthy off Kubernetes")
+
+	tr := e2etest.NewTracer(t, ports.Addr("agent_grpc"), attribute.String("service.name", "vllm"))
+	tr.Send(t.Context(), "vllm.llm_engine", vllmRequestTTFT(time.Now().Add(-5*time.Second), 0, 0.1))
+	tr.Flush(t)
+	require.Eventually(t, func() bool { return promRequests(ports.Addr("gateway_prometheus")) == 1 },
+		90*time.Second, 100*time.Millisecond, "the gateway never counted the agent's request")
+	agent.Stop()
+	gw.Stop()
+	out := agent.Output()
+	for _, bad := range []string{"stacktrace", "kube client", "Error"} {
+		assert.Falsef(t, strings.Contains(out, bad), "the agent logged %q off Kubernetes:\n%s", bad, out)
 	}
 }

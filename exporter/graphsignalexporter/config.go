@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
@@ -158,6 +159,10 @@ type GoodputTargets struct {
 }
 
 var _ component.Config = (*Config)(nil)
+
+// Unmarshal decodes the configuration; a value that is not a duration is
+// named in the error along with its key (internal/confdur).
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, cfg) }
 
 func createDefaultConfig() component.Config {
 	queue := exporterhelper.NewDefaultQueueConfig()

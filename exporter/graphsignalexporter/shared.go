@@ -27,6 +27,7 @@ import (
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/hostcheck"
 )
 
@@ -132,7 +133,8 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 	}
 	ln, err := s.cfg.Local.ToListener(ctx)
 	if err != nil {
-		return fmt.Errorf("local.endpoint %s: %w", s.cfg.Local.NetAddr.Endpoint, err)
+		return bindhint.Wrap(fmt.Errorf("local.endpoint %s: %w", s.cfg.Local.NetAddr.Endpoint, err),
+			"local.endpoint", "INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT")
 	}
 	hosts, err := hostcheck.New(s.cfg.LocalAllowedHosts)
 	if err != nil {

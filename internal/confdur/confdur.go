@@ -44,7 +44,9 @@ func Unmarshal(conf *confmap.Conf, cfg any) error {
 		dotted := strings.ReplaceAll(path, "::", ".")
 		seg := dotted[strings.LastIndex(dotted, ".")+1:]
 		for _, q := range []string{"'" + dotted + "'", "'" + seg + "'"} {
-			if strings.Contains(msg, q+" time: invalid duration") || strings.Contains(msg, q+" expected type 'time.Duration'") {
+			// "time: " opens every time.ParseDuration error (invalid
+			// duration, missing unit, unknown unit).
+			if strings.Contains(msg, q+" time: ") || strings.Contains(msg, q+" expected type 'time.Duration'") {
 				notes = append(notes, fmt.Sprintf("%s: %#v is not a duration; write a number with a unit, e.g. 15s or 500ms", dotted, v))
 				break
 			}

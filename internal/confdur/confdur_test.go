@@ -38,6 +38,11 @@ func TestUnmarshalNamesTheValue(t *testing.T) {
 	assert.Contains(t, err.Error(), `nested.wait: true is not a duration`)
 	assert.NotContains(t, err.Error(), "secret")
 
+	// A quoted number ("15", as an environment variable can give) is a
+	// string without a unit, not nanoseconds.
+	err = Unmarshal(confmap.NewFromStringMap(map[string]any{"interval": "15"}), &c)
+	assert.ErrorContains(t, err, `interval: "15" is not a duration; write a number with a unit`)
+
 	require.NoError(t, Unmarshal(confmap.NewFromStringMap(map[string]any{"interval": "2s"}), &c))
 	assert.Equal(t, 2*time.Second, c.Interval)
 }

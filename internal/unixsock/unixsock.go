@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// ErrInUse is returned by Prepare when a live process serves the socket.
+var ErrInUse = errors.New("another process is serving it")
+
 // Prepare makes path ready to bind a socket of network ("unix" or
 // "unixgram"): it creates a missing folder owner-only (0700), and removes a
 // stale socket file left by a crashed collector. A path that is not a socket,
@@ -42,7 +45,7 @@ func Prepare(path, network string) error {
 	}
 	if c, err := net.DialTimeout(network, path, 200*time.Millisecond); err == nil {
 		_ = c.Close()
-		return fmt.Errorf("endpoint %s: another process is serving it", path)
+		return fmt.Errorf("endpoint %s: %w", path, ErrInUse)
 	}
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)

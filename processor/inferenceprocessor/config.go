@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 
+	"github.com/inferprof/inferprof/internal/confdur"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
@@ -204,6 +206,10 @@ type PrivacyConfig struct {
 
 var _ component.Config = (*Config)(nil)
 
+// Unmarshal decodes the configuration; a value that is not a duration is
+// named in the error along with its key (internal/confdur).
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, cfg) }
+
 // Validate checks the configuration; each message names its YAML key.
 func (cfg *Config) Validate() error {
 	var errs []error
@@ -263,6 +269,7 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	errs = append(errs, cfg.validateAgents()...)
+	errs = append(errs, cfg.validateMinimums()...)
 	errs = append(errs, validatePatterns("privacy.attributes", cfg.Privacy.Attributes, true)...)
 	errs = append(errs, validatePatterns("privacy.events", cfg.Privacy.Events, false)...)
 	return errors.Join(errs...)

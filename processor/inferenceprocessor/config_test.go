@@ -102,11 +102,32 @@ func TestInvalidConfig(t *testing.T) {
 		"zero_max_hold":      "agents.max_hold must be positive",
 		"per_trace_over_max": "agents.max_spans_per_trace must be positive and at most agents.max_spans",
 		"wait_over_hold":     "agents.wait and agents.engine_wait must be shorter than agents.max_hold",
+		"bare_gpu_wait":      "gpu.wait: 15ns is below the minimum of 1ms; did you forget a unit, e.g. 15s?",
+		"bare_join_wait":     "sglang_join.wait: 3ns is below the minimum of 1ms; did you forget a unit, e.g. 3s?",
+		"short_max_age":      "engine_steps.max_age: 100ms is below the minimum of 1s",
+		"bare_agents_wait":   "agents.wait: 8ns is below the minimum of 1ms; did you forget a unit, e.g. 8s?",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, name)
 			require.Error(t, err)
 			assert.ErrorContains(t, err, want)
+		})
+	}
+}
+
+// TestDurationDecodeErrorNamesValue: a value that does not decode as a
+// duration is named, with its key, in the collector's error.
+func TestDurationDecodeErrorNamesValue(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for name, want := range map[string]string{
+		"typed_gpu_wait": `gpu.wait: "five seconds" is not a duration; write a number with a unit`,
+		"typed_max_age":  `engine_steps.max_age: []interface {}{"10m"} is not a duration`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
+			require.NoError(t, err)
+			assert.ErrorContains(t, sub.Unmarshal(createDefaultConfig()), want)
 		})
 	}
 }

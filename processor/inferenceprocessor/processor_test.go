@@ -163,6 +163,15 @@ func TestModelResolution(t *testing.T) {
 	rs.Resource().Attributes().PutStr(names.ResourceModelName, "from-resource")
 	spans, _ := runTraces(t, goldenConfig(), td)
 	assert.Equal(t, "from-resource", str(t, spans["llm_request"], names.AttrRequestModel))
+	// The served model answered: it is the response model of a span
+	// without one, and a span's own response model is kept.
+	assert.Equal(t, "from-resource", str(t, spans["llm_request"], "gen_ai.response.model"))
+	td = readBatch(t, "vllm_basic")
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr(names.ResourceModelName, "from-resource")
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("gen_ai.response.model", "answered")
+	spans, _ = runTraces(t, goldenConfig(), td)
+	assert.Equal(t, "answered", str(t, spans["llm_request"], "gen_ai.response.model"))
+	assert.Equal(t, "answered", str(t, spans["llm_request"], names.AttrRequestModel))
 
 	td = readBatch(t, "vllm_basic")
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr(names.ResourceModelName, "from-resource")
@@ -174,6 +183,7 @@ func TestModelResolution(t *testing.T) {
 	cfg.Model.Default = ""
 	spans, _ = runTraces(t, cfg, readBatch(t, "vllm_basic"))
 	absent(t, spans["llm_request"], names.AttrRequestModel)
+	absent(t, spans["llm_request"], "gen_ai.response.model")
 }
 
 func runTraces(t *testing.T, cfg *Config, tds ...ptrace.Traces) (map[string]ptrace.Span, *componenttest.Telemetry) {

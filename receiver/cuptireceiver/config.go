@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/inferprof/inferprof/internal/confdur"
 	"github.com/inferprof/inferprof/internal/kernelclass"
@@ -91,6 +92,10 @@ type CategoryRule struct {
 }
 
 var _ component.Config = (*Config)(nil)
+
+// Unmarshal decodes the configuration; a value that is not a duration is
+// named in the error along with its key (internal/confdur).
+func (c *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, c) }
 
 func createDefaultConfig() component.Config {
 	return &Config{

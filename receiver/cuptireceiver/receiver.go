@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/kernelclass"
 	"github.com/inferprof/inferprof/internal/unixsock"
@@ -132,7 +133,7 @@ func (r *cuptiReceiver) Start(_ context.Context, host component.Host) error {
 		ln, err := listen(r.cfg.Endpoint)
 		if err != nil {
 			cancel()
-			return err
+			return bindhint.Wrap(err, "endpoint", "INFERPROF_CUPTI_ENDPOINT")
 		}
 		r.ln = ln
 		r.wg.Go(func() { r.accept(ctx) })

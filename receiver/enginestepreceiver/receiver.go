@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/internal/unixsock"
@@ -124,7 +125,7 @@ func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error
 	r.host = host
 	fd, err := listen(r.cfg.Endpoint)
 	if err != nil {
-		return err
+		return bindhint.Wrap(err, "endpoint", "INFERPROF_STEP_ENDPOINT")
 	}
 	if r.cfg.ReadBufferSize > 0 {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, r.cfg.ReadBufferSize); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
 	"github.com/inferprof/inferprof/internal/confdur"
@@ -65,6 +66,10 @@ type ProcessesConfig struct {
 }
 
 var _ component.Config = (*Config)(nil)
+
+// Unmarshal decodes the configuration; a value that is not a duration is
+// named in the error along with its key (internal/confdur).
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, cfg) }
 
 // minInterval is the shortest collection_interval and init_retry_interval taken.
 const minInterval = 10 * time.Millisecond

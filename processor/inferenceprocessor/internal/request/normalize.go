@@ -258,6 +258,12 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 	sn := &n.snap
 	provider := providerOf(kind, sn, res)
 	model := modelOf(sn, res, set)
+	// The resource's model is the served one, the name the server answers
+	// with, so it is also the response model of a span that names none.
+	respModel := ""
+	if sn.str(kResponseModel) == "" {
+		respModel = res.Model
+	}
 	lora := loraOf(kind, sn, attrs, res, set, model)
 	op := ""
 	if kind != KindVLLMCore {
@@ -271,7 +277,7 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		sn.lacks(kPrefill, f.Prefill.ok) + sn.lacks(kDecode, f.Decode.ok) + sn.lacks(kInputTokens, f.In.ok) +
 		sn.lacks(kOutputTokens, f.Out.ok) + sn.lacks(kCacheRead, f.Cached.ok) + sn.lacks(kTPOT, tpot.ok) +
 		sn.lacks(kOther, other.ok) + sn.lacks(kBottleneck, bneck != "") + sn.lacks(kProvider, provider != "") +
-		sn.lacks(kRequestModel, model != "") + sn.lacks(kLoRA, lora != "") + sn.lacks(kOperation, op != "") +
+		sn.lacks(kRequestModel, model != "") + sn.lacks(kResponseModel, respModel != "") + sn.lacks(kLoRA, lora != "") + sn.lacks(kOperation, op != "") +
 		sn.lacks(kErrorType, et != "") + sn.lacks(kInference, f.WriteInference) +
 		sn.lacks(kDecodeQueue, f.DecodeQueue.ok) + sn.lacks(kAnomaly, len(n.anomalies) > 0)
 	attrs.EnsureCapacity(attrs.Len() + added)
@@ -306,6 +312,9 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 	putStr(attrs, sn, kProvider, provider)
 	if model != "" {
 		putStr(attrs, sn, kRequestModel, model)
+	}
+	if respModel != "" {
+		putStr(attrs, sn, kResponseModel, respModel)
 	}
 	if sn.loraLive {
 		// A LoRA key that is also one we write is read after our writes.

@@ -1,0 +1,43 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+
+import (
+	"time"
+
+	"github.com/inferprof/inferprof/internal/confdur"
+)
+
+// Minimums of the durations. A bare number in YAML (5, not 5s) decodes as
+// nanoseconds: a wait that short holds nothing, and a window that short keeps
+// nothing, both silently. Waits are thresholds checked on a ticker, so a
+// millisecond is already finer than they act on; windows hold state for
+// whole requests, which last seconds.
+const (
+	minWait   = time.Millisecond
+	minWindow = time.Second
+)
+
+// validateMinimums checks every duration that is set (0 keeps its own
+// meaning: off, or the check above) against its minimum.
+func (cfg *Config) validateMinimums() []error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(confdur.Min("sglang_join.wait", cfg.SGLangJoin.Wait, minWait))
+	add(confdur.Min("sglang_join.stage_ttl", cfg.SGLangJoin.StageTTL, minWindow))
+	add(confdur.Min("gpu.wait", cfg.GPU.Wait, minWait))
+	add(confdur.Min("agents.wait", cfg.Agents.Wait, minWait))
+	add(confdur.Min("agents.engine_wait", cfg.Agents.EngineWait, minWait))
+	add(confdur.Min("agents.max_hold", cfg.Agents.MaxHold, minWindow))
+	add(confdur.Min("agents.conversation_idle", cfg.Agents.ConversationIdle, minWindow))
+	add(confdur.Min("cost.share_window", cfg.Cost.ShareWindow, minWindow))
+	if cfg.EngineSteps.Enabled {
+		add(confdur.Min("engine_steps.max_age", cfg.EngineSteps.MaxAge, minWindow))
+	}
+	return errs
+}
