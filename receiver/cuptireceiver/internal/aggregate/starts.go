@@ -51,11 +51,17 @@ func (a *Aggregator) continueStarts(md pmetric.Metrics) map[seriesKey]pcommon.Ti
 					dp := dps.At(d)
 					k.attrs = pdatautil.MapHash(dp.Attributes())
 					// A Kineto trace read out of order may end before the
-					// series' last end: it then starts a new series.
-					if last, ok := a.ends[k]; ok && last < dp.Timestamp() {
-						dp.SetStartTimestamp(last)
+					// series' last end: it keeps its own start, and the
+					// series its later end, which an exporter holds.
+					end := dp.Timestamp()
+					if last, ok := a.ends[k]; ok {
+						if last < end {
+							dp.SetStartTimestamp(last)
+						} else {
+							end = last
+						}
 					}
-					ends[k] = dp.Timestamp()
+					ends[k] = end
 				}
 			}
 		}
