@@ -130,6 +130,7 @@ type Aggregator struct {
 	mb          *metadata.MetricsBuilder
 	last        pcommon.Timestamp
 	ends        map[seriesKey]pcommon.Timestamp // each series' last emitted end (starts.go)
+	pending     map[seriesKey]pcommon.Timestamp // the flushed interval's ends, until Commit
 	top         int
 	scratch     []seriesTotal
 	// chosen keeps, per device, the kernel series that had their own series

@@ -30,9 +30,14 @@ type seriesKey struct {
 const seriesHorizon = time.Hour
 
 // continueStarts sets each delta point's start to its series' last end, and
-// returns the ends to keep once the interval is committed.
+// returns the ends to keep once the interval is committed. The map is reused
+// from flush to flush: a Tx is committed or restored before the next one.
 func (a *Aggregator) continueStarts(md pmetric.Metrics) map[seriesKey]pcommon.Timestamp {
-	ends := map[seriesKey]pcommon.Timestamp{}
+	if a.pending == nil {
+		a.pending = map[seriesKey]pcommon.Timestamp{}
+	}
+	ends := a.pending
+	clear(ends)
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		rm := rms.At(i)
