@@ -22,7 +22,7 @@ import (
 // fakeClock is the receiver's clock, moved by the test.
 type fakeClock struct{ ns atomic.Int64 }
 
-func (c *fakeClock) now() time.Time        { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) set(t pcommon.Timestamp) { c.ns.Store(int64(t)) }
 
 // point is one emitted delta point, named by its series.
@@ -55,7 +55,7 @@ func points(sink *consumertest.MetricsSink) []point {
 						if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 							v = float64(dp.IntValue())
 						}
-						name := metric.Name() + "|" + pcommonString(res) + pcommonString(dp.Attributes().AsRaw())
+						name := metric.Name() + "|" + rawString(res) + rawString(dp.Attributes().AsRaw())
 						out = append(out, point{series: name, start: dp.StartTimestamp(), end: dp.Timestamp(), value: v})
 					}
 				}
@@ -65,7 +65,7 @@ func points(sink *consumertest.MetricsSink) []point {
 	return out
 }
 
-func pcommonString(m map[string]any) string {
+func rawString(m map[string]any) string {
 	v := pcommon.NewValueEmpty()
 	_ = v.FromRaw(m)
 	return v.AsString()
@@ -139,4 +139,3 @@ func TestDeltaStartsAtTheSeriesLastEndAcrossIdleFlushes(t *testing.T) {
 	assert.Equal(t, int64(15), kernelCount(h.sink, "k_a"))
 	assert.Equal(t, int64(5), kernelCount(h.sink, "k_b"))
 }
-
