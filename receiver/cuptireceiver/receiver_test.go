@@ -55,6 +55,13 @@ func start(t *testing.T, mutate func(*Config)) *harness {
 // consuming into spans (none when nil).
 func startWithSpans(t *testing.T, mutate func(*Config), spans *consumertest.TracesSink) *harness {
 	t.Helper()
+	return startWithClock(t, mutate, spans, time.Now)
+}
+
+// startWithClock is startWithSpans with the receiver reading time from now,
+// set before Start so no goroutine reads it unsynchronised.
+func startWithClock(t *testing.T, mutate func(*Config), spans *consumertest.TracesSink, now func() time.Time) *harness {
+	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.Endpoint = filepath.Join(socketDir(t), "sock", "cupti.sock")
 	cfg.CollectionInterval = 20 * time.Millisecond
@@ -71,6 +78,7 @@ func startWithSpans(t *testing.T, mutate func(*Config), spans *consumertest.Trac
 	r, err := newReceiver(set, cfg)
 	require.NoError(t, err)
 	r.nextMetrics = sink
+	r.now = now
 	if spans != nil {
 		r.nextTraces = spans
 	}

@@ -129,6 +129,8 @@ type Aggregator struct {
 	sigOverflow uint64 // graph records put in unknown because sigs was full
 	mb          *metadata.MetricsBuilder
 	last        pcommon.Timestamp
+	ends        map[seriesKey]pcommon.Timestamp // each series' last emitted end (starts.go)
+	pending     map[seriesKey]pcommon.Timestamp // the flushed interval's ends, until Commit
 	top         int
 	scratch     []seriesTotal
 	// chosen keeps, per device, the kernel series that had their own series
@@ -523,6 +525,8 @@ type Tx struct {
 	busy    []uint64                          // by busy slot
 	srcSpan []span                            // by source
 	chosen  map[chosenKey]map[uint32]struct{} // top_kernels choice before the flush
+	ends    map[seriesKey]pcommon.Timestamp   // the emitted series' ends, kept at Commit
+	now     pcommon.Timestamp
 	hasData bool
 }
 
@@ -533,7 +537,7 @@ type Tx struct {
 func (a *Aggregator) FlushTx(now pcommon.Timestamp) (pmetric.Metrics, *Tx) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	tx := &Tx{start: a.last}
+	tx := &Tx{start: a.last, now: now}
 	a.mb.Reset(metadata.WithStartTime(a.last))
 	a.last = now
 	if len(a.vals) == 0 && len(a.busyIx) == 0 {
@@ -584,14 +588,17 @@ func (a *Aggregator) FlushTx(now pcommon.Timestamp) (pmetric.Metrics, *Tx) {
 	clear(a.slots)
 	a.vals = a.vals[:0]
 	a.epoch++
-	return a.mb.Emit(), tx
+	md := a.mb.Emit()
+	tx.ends = a.continueStarts(md)
+	return md, tx
 }
 
 // Commit ends a flushed interval the next consumer took, or one that is
 // lost (a permanent refusal): sources no one holds are forgotten.
-func (a *Aggregator) Commit(*Tx) {
+func (a *Aggregator) Commit(tx *Tx) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.commitEnds(tx.ends, tx.now)
 	a.prune()
 }
 
