@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
+	"github.com/inferprof/inferprof/internal/exphist/exphisttest"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -177,14 +178,14 @@ func checkLatencyCharts(t *testing.T, ctx context.Context, addr string, engine d
 			assert.EqualValuesf(t, len(c.values), pts[0].Count, "%s samples", c.key)
 			// Read from the connector's exponential twin: within 2% of the
 			// exact percentile (plus the timeline's µs rounding for ITL).
-			exact := nearestRank(c.values, q.q)
+			exact := exphisttest.NearestRank(c.values, q.q)
 			assert.InDeltaf(t, exact, pts[0].Value, 0.02*exact+c.delta, "%s %s", c.key, q.series)
 		}
 	}
 	// The TTFT tile is the last flush's p50.
 	v, err := attr(ctx, "#tile-ttft", "data-value")
 	require.NoError(t, err)
-	assert.InDelta(t, nearestRank(ttft, 0.5), num(t, v), 0.02*nearestRank(ttft, 0.5), "TTFT tile")
+	assert.InDelta(t, exphisttest.NearestRank(ttft, 0.5), num(t, v), 0.02*exphisttest.NearestRank(ttft, 0.5), "TTFT tile")
 }
 
 // checkStackedCharts checks the phase bars (mean seconds per request in each

@@ -6,7 +6,6 @@ package e2e
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -16,15 +15,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
+	"github.com/inferprof/inferprof/internal/exphist/exphisttest"
 	"github.com/inferprof/inferprof/internal/names"
 )
-
-// nearestRank is the exact q-quantile of vs: the value of rank ceil(q·n).
-func nearestRank(vs []float64, q float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	return s[max(int(math.Ceil(q*float64(len(s)))), 1)-1]
-}
 
 // signalsHist finds the /signals histogram of name whose tags hold value.
 func signalsHist(doc signalsDoc, name, value string) map[string]any {
@@ -127,7 +120,7 @@ func TestSignalsPercentilesWithin2Percent(t *testing.T) {
 			key string
 			q   float64
 		}{{"p50", 0.5}, {"p90", 0.9}, {"p95", 0.95}, {"p99", 0.99}} {
-			exact := nearestRank(vs, q.q)
+			exact := exphisttest.NearestRank(vs, q.q)
 			got, ok := st[q.key].(float64)
 			require.Truef(t, ok, "%s %s", model, q.key)
 			err := math.Abs(got-exact) / exact

@@ -7,7 +7,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -21,15 +20,9 @@ import (
 
 	"github.com/inferprof/inferprof/connector/inferencemetricsconnector/internal/aggregate"
 	"github.com/inferprof/inferprof/internal/exphist"
+	"github.com/inferprof/inferprof/internal/exphist/exphisttest"
 	"github.com/inferprof/inferprof/internal/names"
 )
-
-// nearestRank is the exact q-quantile of vs by nearest rank.
-func nearestRank(vs []float64, q float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	return s[max(int(math.Ceil(q*float64(len(s)))), 1)-1]
-}
 
 // expPoint is the one data point of an exponential metric.
 func expPoint(t *testing.T, md pmetric.Metrics, name string) pmetric.ExponentialHistogramDataPoint {
@@ -67,7 +60,7 @@ func TestExponentialTwinPercentiles(t *testing.T) {
 	require.True(t, ok)
 	for _, q := range []float64{0.5, 0.9, 0.95, 0.99} {
 		got, _ := hist.Quantile(q)
-		want := nearestRank(ttfts, q)
+		want := exphisttest.NearestRank(ttfts, q)
 		assert.LessOrEqual(t, math.Abs(got-want)/want, 0.02, "p%v: %v against exact %v", q*100, got, want)
 	}
 	for _, n := range []string{names.MetricExpRequestDuration, names.MetricExpQueueDuration, names.MetricExpPrefillDuration, names.MetricExpDecodeDuration, names.MetricExpOtherDuration} {

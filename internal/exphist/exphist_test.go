@@ -6,22 +6,14 @@ package exphist
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-)
 
-// exact is the nearest-rank q-quantile of vs: the value of rank
-// ceil(q × n) in sorted order.
-func exact(vs []float64, q float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	r := int(math.Ceil(q * float64(len(s))))
-	return s[min(max(r, 1), len(s))-1]
-}
+	"github.com/inferprof/inferprof/internal/exphist/exphisttest"
+)
 
 func lognormal(n int, median, sigma float64, seed uint64) []float64 {
 	r := rand.New(rand.NewPCG(seed, 1))
@@ -85,7 +77,7 @@ func TestQuantilesWithinBound(t *testing.T) {
 			for _, q := range quantiles {
 				got, ok := h.Quantile(q)
 				require.True(t, ok)
-				want := exact(vs, q)
+				want := exphisttest.NearestRank(vs, q)
 				if want == 0 {
 					assert.Zero(t, got, "p%v", q*100)
 					continue
@@ -121,7 +113,7 @@ func TestWideRangeCoarsens(t *testing.T) {
 	assert.Greater(t, RelativeError(h.Scale()), 0.02)
 	for _, q := range []float64{0.2, 0.4, 0.6, 0.8, 1} {
 		got, _ := h.Quantile(q)
-		want := exact(vs, q)
+		want := exphisttest.NearestRank(vs, q)
 		assert.LessOrEqual(t, math.Abs(got-want)/want, RelativeError(h.Scale())*(1+1e-9), "q %v", q)
 	}
 	assert.LessOrEqual(t, len(h.counts), MaxSize)
@@ -201,7 +193,7 @@ func TestSub(t *testing.T) {
 	require.True(t, cur.Sub(prev))
 	assert.Equal(t, uint64(300), cur.Count())
 	got, _ := cur.Quantile(0.5)
-	want := exact(second, 0.5)
+	want := exphisttest.NearestRank(second, 0.5)
 	assert.LessOrEqual(t, math.Abs(got-want)/want, RelativeError(cur.Scale()))
 	assert.False(t, prev.Sub(cur), "a later point is not a prefix of an earlier one")
 }
