@@ -100,4 +100,30 @@ func TestAgentOffKubernetesWithNodeName(t *testing.T) {
 	for _, bad := range []string{"stacktrace", "kube client", "Error"} {
 		assert.Falsef(t, strings.Contains(out, bad), "the agent logged %q off Kubernetes:\n%s", bad, out)
 	}
+	// It says once what it cannot do (k8s_check), and nothing more about it.
+	assert.Equalf(t, 1, strings.Count(out, "No Kubernetes API server"),
+		"the agent should say once that it has no pod metadata:\n%s", out)
+	assert.Contains(t, out, "k8s.namespace.name")
+}
+
+// TestAgentAskingForAnAPIServerOffKubernetesSaysWhy: passthrough false with
+// no API server cannot work. The agent must stop with one error naming the
+// variable to change, before k8s_attributes fails with a stack trace.
+func TestAgentAskingForAnAPIServerOffKubernetesSaysWhy(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	ports := e2etest.NewPorts(t)
+	gwPort := ports.Port("gateway_grpc")
+	var env []string
+	for _, kv := range agentEnv(t, ports, "agent", "127.0.0.1", gwPort, ports.Addr("gateway_grpc")) {
+		if !strings.HasPrefix(kv, "INFERPROF_K8S_PASSTHROUGH=") {
+			env = append(env, kv)
+		}
+	}
+	agent := e2etest.Launch(t, e2etest.Options{ConfigFiles: []string{shippedConfig("agent.yaml")},
+		Env: append(env, "INFERPROF_K8S_PASSTHROUGH=false")})
+	assert.NotZero(t, agent.Wait(60*time.Second), "the agent should exit")
+	require.Eventually(t, func() bool { return strings.Contains(agent.Output(), "INFERPROF_K8S_PASSTHROUGH=true") },
+		10*time.Second, 20*time.Millisecond, "the agent's error should name the variable to change")
+	assert.NotContains(t, agent.Output(), "kube client", "k8s_attributes should not have been started")
 }
