@@ -42,6 +42,7 @@ func defaultEnv(t testing.TB, ports *e2etest.Ports, dataDir string) []string {
 		fmt.Sprintf("INFERPROF_TELEMETRY_PORT=%d", ports.Port("telemetry")),
 		"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT=" + ports.Addr("graphsignal_local"),
 		"INFERPROF_DATA_DIR=" + dataDir,
+		"INFERPROF_ENGINE_TARGETS_DIR=" + filepath.Join(dataDir, "engines"),
 		"INFERPROF_CUPTI_ENDPOINT=" + filepath.Join(dataDir, "cupti.sock"),
 		"INFERPROF_STEP_ENDPOINT=" + filepath.Join(dataDir, "step.sock"),
 		"GRAPHSIGNAL_API_KEY=",

@@ -74,15 +74,17 @@ func TestLauncherNamesModelOnVLLMRequests(t *testing.T) {
 	require.FileExists(t, run, "build bin/inferprof-run (make build) or set INFERPROF_RUN_BIN")
 
 	ports := e2etest.NewPorts(t)
+	dataDir := t.TempDir()
 	e2etest.Start(t, e2etest.Options{ConfigFiles: []string{shippedConfig("default.yaml")},
-		Env: append(defaultEnv(t, ports, t.TempDir()), "INFERPROF_METRICS_FLUSH_INTERVAL=200ms")})
+		Env: append(defaultEnv(t, ports, dataDir), "INFERPROF_METRICS_FLUSH_INTERVAL=200ms")})
 
 	bin := t.TempDir()
 	script := filepath.Join(bin, "vllm")
 	require.NoError(t, os.WriteFile(script, []byte("#!"+py+"\n"+engineScript), 0o755))
 	cmd := exec.CommandContext(t.Context(), run, "--", "vllm", "serve", "Qwen/Qwen3-0.6B", "--served-model-name", "qwen-e2e")
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"E2E_OTLP="+ports.Addr("otlp_grpc"), "OTEL_RESOURCE_ATTRIBUTES=")
+		"E2E_OTLP="+ports.Addr("otlp_grpc"), "OTEL_RESOURCE_ATTRIBUTES=",
+		"INFERPROF_ENGINE_TARGETS_DIR="+filepath.Join(dataDir, "engines"))
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "engine under inferprof-run:\n%s", out)
 	assert.Contains(t, string(out), "inferprof.model.name", "inferprof-run says what it set")

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -41,16 +42,17 @@ const (
 )
 
 type options struct {
-	stepEndpoint  string
-	cuptiEndpoint string
-	cuptiLib      string
-	hookDir       string
-	serviceName   string
-	noHook        bool
-	noCUPTI       bool
-	dryRun        bool
-	quiet         bool
-	args          []string
+	stepEndpoint    string
+	cuptiEndpoint   string
+	cuptiLib        string
+	hookDir         string
+	serviceName     string
+	noHook          bool
+	noCUPTI         bool
+	noEngineMetrics bool
+	dryRun          bool
+	quiet           bool
+	args            []string
 }
 
 // change is one variable inferprof-run set in the engine's environment.
@@ -72,6 +74,8 @@ type plan struct {
 
 	vars  map[string]string
 	order []string
+
+	scrape *scrapeTarget // the engine's /metrics, for the collector; nil: none
 }
 
 // set puts key=value in the engine's environment and records why; a value
@@ -107,10 +111,21 @@ func main() {
 	}
 	if opts.dryRun {
 		report(os.Stdout, p, false)
+		if p.scrape != nil {
+			fmt.Println("inferprof-run: would write", p.scrape.describe(strconv.Itoa(os.Getpid())))
+		}
 		fmt.Println(shellJoin(append([]string{p.path}, p.args[1:]...)))
 		return
 	}
 	report(os.Stderr, p, opts.quiet)
+	if p.scrape != nil {
+		// exec keeps the pid: the target names the process that serves /metrics.
+		if _, err := p.scrape.write(os.Getpid()); err != nil {
+			fmt.Fprintln(os.Stderr, "inferprof-run: warning: engine metrics target not written, so the collector will not scrape the engine:", err)
+		} else if !opts.quiet {
+			fmt.Fprintln(os.Stderr, "inferprof-run: wrote", p.scrape.describe(strconv.Itoa(os.Getpid())))
+		}
+	}
 	err = syscall.Exec(p.path, p.args, p.env)
 	fmt.Fprintf(os.Stderr, "inferprof-run: exec %s: %v\n", p.path, err)
 	os.Exit(126)
@@ -190,6 +205,9 @@ func parseArgs(argv []string, getenv func(string) string, out io.Writer) (option
 			"or when that is unset too, the engine's name (vllm, sglang)")
 	fs.BoolVar(&o.noHook, "no-hook", false, "do not load the engine step hook (sets "+envHookDisabled+"=1)")
 	fs.BoolVar(&o.noCUPTI, "no-cupti", false, "do not load the CUPTI injection library")
+	fs.BoolVar(&o.noEngineMetrics, "no-engine-metrics", false,
+		"do not write the engine's /metrics as a scrape target for the collector (into "+envTargetsDir+",\n"+
+			"default "+defaultTargetsDir+"; "+envMetricsAddress+" overrides the address read from --host/--port)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print warnings only, not the variables set")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the variables it would set and the command, on stdout, instead of running it")
 	if err := fs.Parse(argv); err != nil {
@@ -233,6 +251,7 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 	}
 	planResource(p, o.args)
 	planServiceName(p, o)
+	planScrape(p, o, os.Hostname)
 	if err := planCUPTI(p, o, exe); err != nil {
 		return nil, err
 	}

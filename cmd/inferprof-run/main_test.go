@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -233,7 +234,7 @@ func TestPlanTracesInsecure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Only the traces endpoint is under test: no socket checks.
-			o, err := parseArgs(append([]string{"-no-hook", "-no-cupti"}, tc.args...), noEnv, &bytes.Buffer{})
+			o, err := parseArgs(append([]string{"-no-hook", "-no-cupti", "-no-engine-metrics"}, tc.args...), noEnv, &bytes.Buffer{})
 			require.NoError(t, err)
 			p, err := makePlan(o, tc.env, exe, lookOK)
 			require.NoError(t, err)
@@ -278,7 +279,8 @@ func TestRunPrintsEveryChange(t *testing.T) {
 	cmd := exec.Command(bin, "-hook-dir", hook, "-cupti-lib", lib,
 		"-step-endpoint", stepSock, "-cupti-endpoint", cuptiSock,
 		"vllm", "serve", "m", "--otlp-traces-endpoint", "grpc://127.0.0.1:4317")
-	cmd.Env = []string{"PATH=" + pathDir + ":/usr/bin:/bin", "PYTHONPATH=/app", "HOME=/home/u"}
+	targets := filepath.Join(tmp, "engines")
+	cmd.Env = []string{"PATH=" + pathDir + ":/usr/bin:/bin", "PYTHONPATH=/app", "HOME=/home/u", envTargetsDir + "=" + targets}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), stderr.String())
@@ -307,7 +309,14 @@ func TestRunPrintsEveryChange(t *testing.T) {
 	// One "set" line per variable changed, naming the value the engine got,
 	// and nothing else.
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-	require.Len(t, lines, len(want), stderr.String())
+	require.Len(t, lines, len(want)+1, stderr.String())
+	// The last line names the scrape target it wrote for the engine
+	// (scrape.go): exec kept the pid, so the file is named by the engine's.
+	target := filepath.Join(targets, strconv.Itoa(cmd.Process.Pid)+".json")
+	assert.Equal(t, "inferprof-run: wrote engine metrics: http://127.0.0.1:8000/metrics, "+
+		"scraped by the collector's prometheus/engines receiver from "+target, lines[len(lines)-1])
+	assert.FileExists(t, target)
+	lines = lines[:len(lines)-1]
 	for _, line := range lines {
 		kv, ok := strings.CutPrefix(line, "inferprof-run: set ")
 		require.Truef(t, ok, "unexpected line %q", line)
@@ -322,7 +331,7 @@ func TestRunPrintsEveryChange(t *testing.T) {
 	// -quiet prints nothing when nothing is missing.
 	cmd = exec.Command(bin, "-quiet", "-hook-dir", hook, "-cupti-lib", lib,
 		"-step-endpoint", stepSock, "-cupti-endpoint", cuptiSock, "vllm", "serve", "m")
-	cmd.Env = []string{"PATH=" + pathDir + ":/usr/bin:/bin"}
+	cmd.Env = []string{"PATH=" + pathDir + ":/usr/bin:/bin", envTargetsDir + "=" + targets}
 	stderr.Reset()
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	require.NoError(t, cmd.Run())

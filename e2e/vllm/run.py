@@ -113,7 +113,8 @@ def stop(proc, limit=60):
 
 
 class Sampler(threading.Thread):
-    """Scrapes vLLM's /metrics five times a second while the load runs."""
+    """Scrapes a /metrics (vLLM's, or the collector's exporter) five times a
+    second while the load runs."""
 
     def __init__(self, url):
         super().__init__(daemon=True)
@@ -167,6 +168,10 @@ def run_mode(mode, args, work, model_dir):
         "INFERPROF_METRICS_FLUSH_INTERVAL": "1s",
         "INFERPROF_E2E_RAW": os.path.join(d, "raw-traces.jsonl"),
         "INFERPROF_E2E_STEPS": os.path.join(d, "steps.jsonl"),
+        # Where inferprof-run writes the engine's scrape target, and the
+        # collector reads it (prometheus/engines).
+        "INFERPROF_ENGINE_TARGETS_DIR": os.path.join(d, "engines"),
+        "INFERPROF_ENGINE_SCRAPE_INTERVAL": "1s",
     })
     col_log = open(os.path.join(d, "collector.log"), "w")
     col = subprocess.Popen([os.path.join(args.bindir, "otelcol-inferprof"),
@@ -177,7 +182,8 @@ def run_mode(mode, args, work, model_dir):
     eng = None
     try:
         wait_http(f"http://127.0.0.1:{ports['health']}/", col, 60, "collector")
-        extra = {"INFERPROF_STEP_ENDPOINT": col_env["INFERPROF_STEP_ENDPOINT"]}
+        extra = {"INFERPROF_STEP_ENDPOINT": col_env["INFERPROF_STEP_ENDPOINT"],
+                 "INFERPROF_ENGINE_TARGETS_DIR": col_env["INFERPROF_ENGINE_TARGETS_DIR"]}
         if mode == "optin":
             extra["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
         eng_log = open(os.path.join(d, "engine.log"), "w")
@@ -186,6 +192,9 @@ def run_mode(mode, args, work, model_dir):
                            f"http://127.0.0.1:{ports['grpc']}", eng_log, extra_env=extra)
         wait_http(f"http://127.0.0.1:{ports['vllm']}/health", eng, args.start_limit, "vLLM")
         print(f"run[{mode}]: vLLM ready in {time.time() - t0:.0f}s", file=sys.stderr)
+        # inferprof-run exec'd vLLM: its pid is the API server's, which
+        # serves /metrics. Two warm-up requests follow.
+        save(d, "engine.json", json.dumps({"pid": eng.pid, "host": socket.gethostname(), "warmup": 2}))
         metrics_url = f"http://127.0.0.1:{ports['vllm']}/metrics"
         drive = [os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
                  "--base-url", f"http://127.0.0.1:{ports['vllm']}/v1", "--model", MODEL]
@@ -199,6 +208,8 @@ def run_mode(mode, args, work, model_dir):
         save(d, "prometheus-before.txt", get(f"http://127.0.0.1:{ports['prom']}/metrics"))
         sampler = Sampler(metrics_url)
         sampler.start()
+        col_sampler = Sampler(f"http://127.0.0.1:{ports['prom']}/metrics")
+        col_sampler.start()
         client_path = os.path.join(d, "client.jsonl")
         levels, counts = args.levels[mode]
         drive += ["--out", client_path]
@@ -216,7 +227,9 @@ def run_mode(mode, args, work, model_dir):
             subprocess.run(drive + ["--concurrency", "8", "--requests-per-level", str(args.aborts), "--abort"],
                            check=True, stdin=subprocess.DEVNULL)
         sampler.done.set()
+        col_sampler.done.set()
         sampler.join()
+        col_sampler.join()
         time.sleep(8)  # the aborted requests' spans, if any, and a flush
         after = get(metrics_url)
         outputs = {
@@ -235,6 +248,8 @@ def run_mode(mode, args, work, model_dir):
             f.write(after)
         with open(os.path.join(d, "samples.json"), "w") as f:
             json.dump(sampler.samples, f)
+        with open(os.path.join(d, "collector-samples.json"), "w") as f:
+            json.dump(col_sampler.samples, f)
     finally:
         if eng is not None:
             stop(eng)

@@ -27,8 +27,9 @@ def attr(k, v):
     return {"key": k, "value": {"stringValue": v}}
 
 
-def batch(spans):
-    return {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": [
+def batch(spans, resource=None):
+    res = [attr(k, v) for k, v in (resource or {}).items()]
+    return {"resourceSpans": [{"resource": {"attributes": res}, "scopeSpans": [{"spans": [
         {"name": s["name"], "spanId": s.get("id", ""), "parentSpanId": s.get("parent", ""),
          "startTimeUnixNano": str(s.get("start", 0)), "endTimeUnixNano": str(s.get("end", 0)),
          "attributes": [attr(k, v) for k, v in s["attrs"].items()]} for s in spans]}]}]}
@@ -88,27 +89,42 @@ class Run:
             hist("vllm:e2e_request_latency_seconds", 2, 0.16)
         self.ours = hist("gen_ai_server_time_to_first_token_seconds", 2, 0.09).replace("model_name", "gen_ai_request_model") + \
             hist("gen_ai_server_request_duration_seconds", 2, 0.16).replace("model_name", "gen_ai_request_model")
+        # vLLM's own series as the collector re-exports them, with the
+        # engine's identity: the two finished requests (no warm-up here).
+        self.resource = {"service.instance.id": "inst-1"}
+        self.engine = {"pid": 4242, "host": "gpu-1", "warmup": 0}
+        ident = 'host_name="gpu-1",model_name="tiny-llama",process_pid="4242",service_instance_id="inst-1"'
+        self.scraped = f'vllm:time_to_first_token_seconds_count{{{ident}}} 2\n' + \
+            f'vllm:kv_cache_usage_perc{{{ident}}} 0.25\n'
+        self.col_samples = [{"t": 1000.0 + i, "t_end": 1000.1 + i, "metrics": {"running": 0, "waiting": 0, "kv": kv}}
+                            for i, kv in enumerate((0.0, 0.25, 0.0))]
+        self.signals = {"metrics": [{"name": "vllm:time_to_first_token_seconds", "type": "histogram",
+                                     "stats": {"count": 2, "sum": 0.09}}]}
 
     def write(self):
         def w(name, text):
             with open(os.path.join(self.d, name), "w") as f:
                 f.write(text)
         w("client.jsonl", "".join(json.dumps(r) + "\n" for r in self.client))
-        w("inferprof-traces.jsonl", json.dumps(batch(self.spans)) + "\n")
+        w("inferprof-traces.jsonl", json.dumps(batch(self.spans, self.resource)) + "\n")
         w("steps.jsonl", json.dumps(batch(self.steps)) + "\n")
         w("samples.json", json.dumps(self.samples))
         w("vllm-metrics-before.txt", "")
+        w("engine.json", json.dumps(self.engine))
+        w("collector-samples.json", json.dumps(self.col_samples))
         w("vllm-metrics-mid.txt", self.vllm_after)
         w("vllm-metrics-after.txt", self.vllm_after)
-        w("prometheus-mid.txt", self.ours)
+        w("prometheus-mid.txt", self.ours + self.scraped)
         w("prometheus.txt", self.ours)
-        for f in ("signals.txt", "timeline.txt", "dashboard.txt", "collector.log", "telemetry.txt"):
+        w("signals.txt", json.dumps(self.signals))
+        for f in ("timeline.txt", "dashboard.txt", "collector.log", "telemetry.txt"):
             w(f, "{}")
 
     def figures(self):
         self.write()
         out = []
         analyze.analyze_mode("default", self.d, out)
+        analyze.engine_metrics("default", self.d, out)
         analyze.privacy(self.d, out, "default")
         return {f["figure"]: f for f in out}
 
@@ -128,6 +144,26 @@ class AnalyzeTest(unittest.TestCase):
         figs = self.run.figures()
         self.assertEqual(self.failing(figs), [])
         self.assertIn("default: ITL p50, |ours − client's chunk gaps| (s)", figs)
+
+    def test_scraped_ttft_count_short_of_requests_sent_fails(self):
+        self.run.scraped = self.run.scraped.replace("} 2\n", "} 1\n", 1)
+        self.assertIn("default: scraped vllm:time_to_first_token_seconds count vs requests sent",
+                      self.failing(self.run.figures()))
+
+    def test_scraped_series_of_another_instance_fails(self):
+        self.run.resource = {"service.instance.id": "inst-2"}
+        self.assertIn("default: scraped vllm:* series without the spans' service.instance.id, the engine's pid and host",
+                      self.failing(self.run.figures()))
+
+    def test_flat_kv_cache_usage_fails(self):
+        for x in self.run.col_samples:
+            x["metrics"]["kv"] = 0.25
+        self.assertIn("default: scraped vllm:kv_cache_usage_perc under load, max − min", self.failing(self.run.figures()))
+
+    def test_signals_without_the_engine_histogram_fails(self):
+        self.run.signals = {"metrics": []}
+        self.assertIn("default: /signals vllm:time_to_first_token_seconds count vs vllm /metrics at the end",
+                      self.failing(self.run.figures()))
 
     def test_missing_span_fails(self):
         self.run.spans.pop(1)
