@@ -78,9 +78,12 @@ test-summary-tool:
 	@$(GO) build -o $(TESTSUMMARY) ./cmd/testsummary
 
 # go test -json feeds testsummary, which prints go test's usual output and
-# records passes and skips (with their reasons) for the summary.
+# records passes and skips (with their reasons) for the summary. The e2e
+# tests send with the engines' own OpenTelemetry Python SDK, pinned in
+# e2e/otelpy and cached under ~/.cache/inferprof.
 test-go: test-summary-tool
-	set -o pipefail; INFERPROF_BIN=$(BIN) $(GO) test -race -json -timeout 25m ./... | $(TESTSUMMARY) go $(SUMMARY)
+	set -o pipefail; py=$$(e2e/otelpy/install.sh)/bin/python; \
+	  INFERPROF_OTEL_PYTHON=$$py INFERPROF_BIN=$(BIN) $(GO) test -race -json -timeout 25m ./... | $(TESTSUMMARY) go $(SUMMARY)
 
 test-python: test-summary-tool
 	@if [ -d integrations/python ]; then set -o pipefail; \

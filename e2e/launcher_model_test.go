@@ -44,11 +44,15 @@ tp.shutdown()
 `
 
 // enginePython is a Python with opentelemetry-sdk and its OTLP gRPC
-// exporter: python3, else a venv that make e2e-vllm built.
+// exporter: the pinned SDK venv (e2e/otelpy, which make test passes as
+// INFERPROF_OTEL_PYTHON), else python3 or a venv that make e2e-vllm built.
 func enginePython(t *testing.T) string {
 	t.Helper()
 	check := "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc"
 	cands := []string{"python3"}
+	if p := os.Getenv("INFERPROF_OTEL_PYTHON"); p != "" {
+		cands = append([]string{p}, cands...)
+	}
 	home, _ := os.UserHomeDir()
 	venvs, _ := filepath.Glob(filepath.Join(home, ".cache", "inferprof", "vllm-*", "bin", "python"))
 	for _, c := range append(cands, venvs...) {
