@@ -13,9 +13,6 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/inferprof/inferprof/internal/confdur"
-	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // Config is the inference processor's configuration.
@@ -42,9 +39,6 @@ type Config struct {
 	// SGLangJoin bounds how long an SGLang request span waits for the stage
 	// spans of its trace, which SGLang's scheduler exports separately.
 	SGLangJoin JoinConfig `mapstructure:"sglang_join"`
-
-	// Privacy removes prompt and completion content from every span.
-	Privacy PrivacyConfig `mapstructure:"privacy"`
 
 	// EngineSteps rebuilds each request's inter-token latency from the
 	// engine.step spans of the same engine (the engine_step receiver).
@@ -185,30 +179,29 @@ type GPUConfig struct {
 	_ struct{}
 }
 
-// PrivacyConfig lists what content is removed from every span.
-type PrivacyConfig struct {
-	// Attributes are span and span-event attribute keys to delete. A key
-	// ending in "*" matches every key with that prefix. Default: the
-	// prompt/completion keys listed in the README. Must not be empty unless
-	// KeepContent is true, so a stray `attributes: []` cannot turn removal off.
-	Attributes []string `mapstructure:"attributes"`
-	// Events are span event names to delete (content events such as
-	// gen_ai.user.message). Same matching as Attributes. Must not be empty
-	// unless KeepContent is true.
-	Events []string `mapstructure:"events"`
-	// KeepContent turns content removal off. Default false. Only for
-	// pipelines where content is handled elsewhere.
-	KeepContent bool `mapstructure:"keep_content"`
-
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
 var _ component.Config = (*Config)(nil)
+
+// removedKeys are keys this processor once had, with where their job went.
+// A config written for the old shape fails with the new place named, rather
+// than with a bare "has invalid keys".
+var removedKeys = []struct{ key, moved string }{
+	{"privacy", "content removal is the privacy processor's job: list privacy before inference in the pipeline's processors (its defaults are the ones this block had)"},
+}
 
 // Unmarshal decodes the configuration; a value that is not a duration is
 // named in the error along with its key (internal/confdur).
-func (cfg *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, cfg) }
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	var errs []error
+	for _, r := range removedKeys {
+		if conf.IsSet(r.key) {
+			errs = append(errs, fmt.Errorf("inference processor: %q is no longer a key of this processor: %s", r.key, r.moved))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return confdur.Unmarshal(conf, cfg)
+}
 
 // Validate checks the configuration; each message names its YAML key.
 func (cfg *Config) Validate() error {
@@ -260,54 +253,8 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, errors.New("lora_attributes must not contain an empty key"))
 		}
 	}
-	if !cfg.Privacy.KeepContent {
-		if len(cfg.Privacy.Attributes) == 0 {
-			errs = append(errs, errors.New("privacy.attributes is empty: list the keys to remove, or set privacy.keep_content: true to keep prompts and completions"))
-		}
-		if len(cfg.Privacy.Events) == 0 {
-			errs = append(errs, errors.New("privacy.events is empty: list the event names to remove, or set privacy.keep_content: true to keep prompts and completions"))
-		}
-	}
 	errs = append(errs, cfg.validateAgents()...)
 	errs = append(errs, cfg.validateMinimums()...)
-	errs = append(errs, validatePatterns("privacy.attributes", cfg.Privacy.Attributes, true)...)
-	errs = append(errs, validatePatterns("privacy.events", cfg.Privacy.Events, false)...)
 	return errors.Join(errs...)
 }
 
-// writtenAttributes are the keys this processor writes: the request
-// span's canonical set, the agent figures and the cost.
-var writtenAttributes = append(append([]string(nil), request.CanonicalAttributes...),
-	names.AttrAgentTimeInModel, names.AttrAgentTimeInTools, names.AttrAgentTimeInOther,
-	names.AttrAgentTimeInQueue, names.AttrAgentModelCalls, names.AttrAgentToolCalls,
-	names.AttrAgentBottleneck, names.AttrAgentTurn, names.AttrAgentSincePrevTurn, names.AttrAgentName,
-	names.AttrRequestCost, names.AttrRequestCostMethod, names.AttrRequestCostCurrency)
-
-// validatePatterns rejects empty patterns, a "*" anywhere but the end, and,
-// for attributes, any pattern that would delete the canonical attributes
-// this processor writes (a bare "*" or "gen_ai.*" would).
-func validatePatterns(key string, patterns []string, attrs bool) []error {
-	var errs []error
-	for _, p := range patterns {
-		body := strings.TrimSuffix(p, "*")
-		switch {
-		case body == "":
-			errs = append(errs, fmt.Errorf("%s: pattern %q matches everything", key, p))
-			continue
-		case strings.Contains(body, "*"):
-			errs = append(errs, fmt.Errorf("%s: pattern %q may only end in *", key, p))
-			continue
-		}
-		if !attrs {
-			continue
-		}
-		m := redact.NewMatcher([]string{p})
-		for _, c := range writtenAttributes {
-			if m.Match(c) {
-				errs = append(errs, fmt.Errorf("%s: pattern %q would delete the canonical attribute %s", key, p, c))
-				break
-			}
-		}
-	}
-	return errs
-}

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 func TestUnmarshalDefaultConfig(t *testing.T) {
@@ -27,9 +26,6 @@ func TestUnmarshalDefaultConfig(t *testing.T) {
 	def := cfg.(*Config)
 	assert.True(t, def.PhaseSpans)
 	assert.Equal(t, 3*time.Second, def.SGLangJoin.Wait)
-	assert.Equal(t, redact.DefaultAttributes, def.Privacy.Attributes)
-	assert.Equal(t, redact.DefaultEvents, def.Privacy.Events)
-	assert.False(t, def.Privacy.KeepContent)
 }
 
 func load(t *testing.T, name string) (*Config, error) {
@@ -55,10 +51,6 @@ func TestUnmarshalConfig(t *testing.T) {
 		LoRAAttributes: []string{"lora_name"},
 		OperationName:  "chat",
 		SGLangJoin:     JoinConfig{Wait: 5 * time.Second, StageTTL: 10 * time.Minute, MaxPending: 5000},
-		Privacy: PrivacyConfig{
-			Attributes: []string{"gen_ai.prompt*", "gen_ai.completion*", "my.app.user_input"},
-			Events:     []string{"gen_ai.user.message", "gen_ai.choice"},
-		},
 		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
 		GPU:         GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
 		Agents: AgentsConfig{
@@ -72,19 +64,10 @@ func TestUnmarshalConfig(t *testing.T) {
 		GPUHourPrice: map[string]GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.5), Currency: "USD"}},
 		Cost:         CostConfig{GPU: "NVIDIA H200", GPUCount: 2, ShareWindow: 30 * time.Second, MaxInstances: 64},
 	}, cfg)
-
-	cfg, err = load(t, "keep")
-	require.NoError(t, err)
-	assert.True(t, cfg.Privacy.KeepContent)
-	assert.Empty(t, cfg.Privacy.Attributes)
 }
 
 func TestInvalidConfig(t *testing.T) {
 	for name, want := range map[string]string{
-		"empty_attributes":   "privacy.attributes is empty",
-		"bad_pattern":        `privacy.attributes: pattern "gen_ai.*" would delete the canonical attribute`,
-		"star_middle":        `privacy.events: pattern "gen_ai.*.message" may only end in *`,
-		"match_all":          `privacy.attributes: pattern "*" matches everything`,
 		"negative_wait":      "sglang_join.wait must not be negative",
 		"zero_pending":       "sglang_join.max_pending must be greater than zero",
 		"zero_ttl":           "sglang_join.stage_ttl must be greater than zero",
@@ -133,3 +116,28 @@ func TestDurationDecodeErrorNamesValue(t *testing.T) {
 }
 
 func ptr(f float64) *float64 { return &f }
+
+// TestRemovedKeys: a config written for the processor's old shape fails at
+// load, naming the key and the component that does its job now.
+func TestRemovedKeys(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for name, want := range map[string]string{
+		"privacy": `"privacy" is no longer a key of this processor: content removal is the privacy processor's job`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
+			require.NoError(t, err)
+			assert.ErrorContains(t, sub.Unmarshal(createDefaultConfig()), want)
+		})
+	}
+}
+
+// TestUnknownKey: a misspelt key is an error that names it.
+func TestUnknownKey(t *testing.T) {
+	conf := confmap.NewFromStringMap(map[string]any{"phase_span": false})
+	cfg := createDefaultConfig()
+	err := conf.Unmarshal(cfg)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "phase_span")
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 // NewFactory returns the factory of the inference processor.
@@ -76,10 +75,6 @@ func createDefaultConfig() component.Config {
 			GPUCount:     1,
 			ShareWindow:  time.Minute,
 			MaxInstances: 256,
-		},
-		Privacy: PrivacyConfig{
-			Attributes: append([]string(nil), redact.DefaultAttributes...),
-			Events:     append([]string(nil), redact.DefaultEvents...),
 		},
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
@@ -34,19 +33,13 @@ type inferenceProcessor struct {
 	tel        *metadata.TelemetryBuilder
 	settings   request.Settings
 	phaseSpans bool
-	redactor   *redact.Redactor // nil when content is kept
-	// lateRedact: request spans that go straight to request.Normalize have
-	// their content attributes removed there, in the walk it makes anyway
-	// (settings.RemoveContent). Only when no key Classify reads is content,
-	// so classifying first sees what it would after redaction.
-	lateRedact bool
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
 	maxGaps    int                // engine_steps.max_itl_gaps
 	gpu        *gpuJoin           // nil when gpu is off (gpu.go)
 	agents     *agent.Assembler   // nil when agents.enabled is false
 	pricer     *cost.Pricer       // nil when nothing is priced
-	// deferFigures: request spans get privacy and inter-token latency only
+	// deferFigures: request spans get inter-token latency only
 	// (defer_figures; see deferred).
 	deferFigures bool
 
@@ -62,8 +55,6 @@ type inferenceProcessor struct {
 	// Precomputed metric options, so counting allocates nothing.
 	// Slices, passed with ..., so a call does not build the variadic slice.
 	providerOpts   map[request.Kind][]metric.AddOption
-	attrOpt        []metric.AddOption
-	eventOpt       []metric.AddOption
 	anomalyOpts    map[string][]metric.AddOption // by reason
 	incompleteOpts map[string][]metric.AddOption // by reason
 	phaseJoinOpts  map[string][]metric.AddOption // by outcome
@@ -96,8 +87,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		now:            time.Now,
 		warn:           newWarnLimiter(warnEvery),
 		providerOpts:   map[request.Kind][]metric.AddOption{},
-		attrOpt:        []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
-		eventOpt:       []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},
 		anomalyOpts:    map[string][]metric.AddOption{},
 		incompleteOpts: reasonOpts(incompleteReasons),
 		phaseJoinOpts:  outcomeOpts(phaseJoinOutcomes),
@@ -109,16 +98,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.anomalyOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))}
 	}
 	p.settings.Prepare()
-	if !cfg.Privacy.KeepContent {
-		p.redactor = redact.New(cfg.Privacy.Attributes, cfg.Privacy.Events)
-		p.settings.RemoveContent(p.redactor.AttributeMatcher())
-		p.lateRedact = true
-		for _, k := range request.ClassifyKeys {
-			if p.redactor.AttributeMatcher().Match(k) {
-				p.lateRedact = false
-			}
-		}
-	}
 	if es := cfg.EngineSteps; es.Enabled {
 		p.steps = stepwindow.New(stepwindow.Config{
 			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
@@ -276,14 +255,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 			drop = drop[:0]
 			for k := 0; k < n; k++ {
 				span := spans.At(k)
-				p.redactEvents(&w.counts, span)
-				if !p.lateRedact {
-					p.redactAttributes(&w.counts, span)
-				}
 				kind := request.Classify(span)
-				if p.lateRedact && !p.direct(kind) {
-					p.redactAttributes(&w.counts, span)
-				}
 				switch kind {
 				case request.KindNone:
 					if p.agents != nil && p.genaiSpan(&b, rs, ss, span) {
@@ -357,40 +329,6 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	return td, nil
 }
 
-// direct reports whether spans of kind go straight to request.Normalize:
-// request spans, except SGLang's while the join may hold them.
-func (p *inferenceProcessor) direct(kind request.Kind) bool {
-	if p.deferFigures {
-		return false
-	}
-	switch kind {
-	case request.KindNone, request.KindSGLangStage:
-		return false
-	case request.KindSGLangRoot:
-		return p.join == nil
-	}
-	return true
-}
-
-// redactEvents removes content events, and content attributes of the
-// span's events.
-func (p *inferenceProcessor) redactEvents(t *tally, span ptrace.Span) {
-	if p.redactor == nil {
-		return
-	}
-	attrs, events := p.redactor.Events(span)
-	t.contentAttrs += int64(attrs)
-	t.contentEvents += int64(events)
-}
-
-// redactAttributes removes the span's content attributes.
-func (p *inferenceProcessor) redactAttributes(t *tally, span ptrace.Span) {
-	if p.redactor == nil {
-		return
-	}
-	t.contentAttrs += int64(p.redactor.Attributes(span.Attributes()))
-}
-
 // batchWork is what processing one batch accumulates and reuses.
 type batchWork struct {
 	counts  tally
@@ -429,9 +367,8 @@ func (w *batchWork) hasSteps(p *inferenceProcessor) bool {
 // end: a counter's Add looks up its series and offers an exemplar, which
 // per span would cost more than most of what the processor does to one.
 type tally struct {
-	requests                    [request.KindVLLMCore + 1]int64 // by kind
-	phaseSpans                  int64
-	contentAttrs, contentEvents int64
+	requests   [request.KindVLLMCore + 1]int64 // by kind
+	phaseSpans int64
 }
 
 func (t *tally) flush(ctx context.Context, p *inferenceProcessor) {
@@ -442,12 +379,6 @@ func (t *tally) flush(ctx context.Context, p *inferenceProcessor) {
 	}
 	if t.phaseSpans > 0 {
 		p.tel.ProcessorInferencePhaseSpans.Add(ctx, t.phaseSpans)
-	}
-	if t.contentAttrs > 0 {
-		p.tel.ProcessorInferenceContentRemoved.Add(ctx, t.contentAttrs, p.attrOpt...)
-	}
-	if t.contentEvents > 0 {
-		p.tel.ProcessorInferenceContentRemoved.Add(ctx, t.contentEvents, p.eventOpt...)
 	}
 	*t = tally{}
 }
@@ -481,7 +412,6 @@ func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind r
 	span := spans.At(k)
 	t := &w.counts
 	r := request.Normalize(kind, span, &ri.facts, &p.settings, q, &w.scratch)
-	t.contentAttrs += int64(r.ContentRemoved)
 	found := &w.found
 	*found = stepsFound{}
 	if r.Processed {

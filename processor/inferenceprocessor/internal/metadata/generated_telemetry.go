@@ -32,7 +32,6 @@ type TelemetryBuilder struct {
 	ProcessorInferenceAgentPending    metric.Int64ObservableUpDownCounter
 	ProcessorInferenceAgentRuns       metric.Int64Counter
 	ProcessorInferenceAnomalies       metric.Int64Counter
-	ProcessorInferenceContentRemoved  metric.Int64Counter
 	ProcessorInferenceCostConflicts   metric.Int64Counter
 	ProcessorInferenceGpuHeld         metric.Int64ObservableUpDownCounter
 	ProcessorInferenceGpuRequests     metric.Int64Counter
@@ -154,12 +153,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_inference_anomalies",
 		metric.WithDescription("Bad values found on request spans (negative, NaN, missing, wrong type, phases over e2e), by reason; each is also written to inferprof.anomaly. [Alpha]"),
 		metric.WithUnit("{anomaly}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceContentRemoved, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_content_removed",
-		metric.WithDescription("Prompt and completion content removed from spans, by kind (attribute or event). [Alpha]"),
-		metric.WithUnit("{item}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceCostConflicts, err = builder.meter.Int64Counter(

@@ -35,7 +35,6 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorInferenceAgentIncomplete.Add(context.Background(), 1)
 	tb.ProcessorInferenceAgentRuns.Add(context.Background(), 1)
 	tb.ProcessorInferenceAnomalies.Add(context.Background(), 1)
-	tb.ProcessorInferenceContentRemoved.Add(context.Background(), 1)
 	tb.ProcessorInferenceCostConflicts.Add(context.Background(), 1)
 	tb.ProcessorInferenceGpuRequests.Add(context.Background(), 1)
 	tb.ProcessorInferenceGpuSteps.Add(context.Background(), 1)
@@ -57,9 +56,6 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceAnomalies(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceContentRemoved(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceCostConflicts(t, testTel,

@@ -255,11 +255,3 @@ func SGLangRole(name string) (string, bool) {
 	return "", false
 }
 
-// ClassifyKeys are the span attribute keys Classify reads. A caller that
-// removes content only after Classify (see Settings.RemoveContent) must make
-// sure none of them is content, or Classify would see what it should not.
-var ClassifyKeys = []string{
-	names.AttrTimeInPrefill, names.AttrTimeInDecode, srcInference, names.AttrRequestID, srcKVTransfer, srcTopK,
-	srcScheduler, srcNumSequences, names.AttrE2E, names.AttrTimeToFirstToken,
-	tgiTotal, tgiQueue, tgiInference, tgiValidation, tgiPerToken, tgiParameters, codeNamespace,
-}
