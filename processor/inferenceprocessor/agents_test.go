@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/privacy"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
-	"github.com/inferprof/inferprof/internal/privacy"
 )
 
 func dur(s agentStep) float64 { return s.end - s.start }

@@ -257,4 +257,3 @@ func (cfg *Config) Validate() error {
 	errs = append(errs, cfg.validateMinimums()...)
 	return errors.Join(errs...)
 }
-

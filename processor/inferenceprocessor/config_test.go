@@ -51,8 +51,8 @@ func TestUnmarshalConfig(t *testing.T) {
 		LoRAAttributes: []string{"lora_name"},
 		OperationName:  "chat",
 		SGLangJoin:     JoinConfig{Wait: 5 * time.Second, StageTTL: 10 * time.Minute, MaxPending: 5000},
-		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
-		GPU:         GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
+		EngineSteps:    StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
+		GPU:            GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
 		Agents: AgentsConfig{
 			Enabled: true, Wait: 8 * time.Second, MaxHold: 2 * time.Minute, EngineWait: 6 * time.Second,
 			MaxSpans: 50000, MaxSpansPerTrace: 2000, MaxConversations: 1000, ConversationIdle: 30 * time.Minute,

@@ -254,4 +254,3 @@ func SGLangRole(name string) (string, bool) {
 	}
 	return "", false
 }
-
