@@ -13,11 +13,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/genai"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // Reasons counted in processor_inference_agent_incomplete.

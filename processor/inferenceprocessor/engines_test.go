@@ -18,9 +18,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // Each engine's figures checked by hand against the numbers its fixture

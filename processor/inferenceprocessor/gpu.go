@@ -16,9 +16,9 @@ import (
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/internal/stepwire"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // gpuTick is how often held spans are checked: a step whose kernel records

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/stepwindow"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // addSteps feeds every engine.step span of td into the step window before

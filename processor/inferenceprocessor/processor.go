@@ -19,12 +19,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 type inferenceProcessor struct {

@@ -24,9 +24,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // spansByName indexes every output span by name (last one wins).

@@ -13,9 +13,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // maxReleaseAttempts is how often a batch of released spans is offered to

@@ -6,7 +6,7 @@
 // engine has its own extractor (vllm.go, trtllm.go, sglang.go, tgi.go) that
 // returns Figures; Normalize derives and writes the rest the same way for
 // all of them.
-package request // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+package request // import "github.com/inferprof/inferprof/internal/request"
 
 import (
 	"math"
