@@ -51,8 +51,6 @@ func TestUnmarshalConfig(t *testing.T) {
 		LoRAAttributes: []string{"lora_name"},
 		OperationName:  "chat",
 		SGLangJoin:     JoinConfig{Wait: 5 * time.Second, StageTTL: 10 * time.Minute, MaxPending: 5000},
-		EngineSteps:    StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
-		GPU:            GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
 		Agents: AgentsConfig{
 			Enabled: true, Wait: 8 * time.Second, MaxHold: 2 * time.Minute, EngineWait: 6 * time.Second,
 			MaxSpans: 50000, MaxSpansPerTrace: 2000, MaxConversations: 1000, ConversationIdle: 30 * time.Minute,
@@ -73,11 +71,6 @@ func TestInvalidConfig(t *testing.T) {
 		"zero_ttl":           "sglang_join.stage_ttl must be greater than zero",
 		"empty_operation":    "operation_name must not be empty",
 		"empty_key":          "model.resource_attributes must not contain an empty key",
-		"zero_max_age":       "engine_steps.max_age must be positive",
-		"low_stall_factor":   "engine_steps.stall_factor must be above 1",
-		"negative_gaps":      "engine_steps.max_itl_gaps must not be negative",
-		"zero_gpu_wait":      "gpu.wait must be positive",
-		"zero_gpu_held":      "gpu.max_held must be positive",
 		"no_currency":        `prices["gpt-4.1"].currency is required`,
 		"no_input":           `prices["gpt-4.1"].input is required`,
 		"negative_price":     `gpu_hour_price["NVIDIA H200"].price must be a finite number`,
@@ -85,9 +78,7 @@ func TestInvalidConfig(t *testing.T) {
 		"zero_max_hold":      "agents.max_hold must be positive",
 		"per_trace_over_max": "agents.max_spans_per_trace must be positive and at most agents.max_spans",
 		"wait_over_hold":     "agents.wait and agents.engine_wait must be shorter than agents.max_hold",
-		"bare_gpu_wait":      "gpu.wait: 15ns is below the minimum of 1ms; did you forget a unit, e.g. 15s?",
 		"bare_join_wait":     "sglang_join.wait: 3ns is below the minimum of 1ms; did you forget a unit, e.g. 3s?",
-		"short_max_age":      "engine_steps.max_age: 100ms is below the minimum of 1s",
 		"bare_agents_wait":   "agents.wait: 8ns is below the minimum of 1ms; did you forget a unit, e.g. 8s?",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -104,8 +95,8 @@ func TestDurationDecodeErrorNamesValue(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
 	for name, want := range map[string]string{
-		"typed_gpu_wait": `gpu.wait: "five seconds" is not a duration; write a number with a unit`,
-		"typed_max_age":  `engine_steps.max_age: []interface {}{"10m"} is not a duration`,
+		"typed_join_wait": `sglang_join.wait: "five seconds" is not a duration; write a number with a unit`,
+		"typed_max_hold":  `agents.max_hold: []interface {}{"10m"} is not a duration`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
@@ -123,7 +114,10 @@ func TestRemovedKeys(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
 	for name, want := range map[string]string{
-		"privacy": `"privacy" is no longer a key of this processor: content removal is the privacy processor's job`,
+		"privacy":       `"privacy" is no longer a key of this processor: content removal is the privacy processor's job`,
+		"engine_steps":  `"engine_steps" is no longer a key of this processor: inter-token latency from engine steps is the step_figures processor's job`,
+		"gpu":           `"gpu" is no longer a key of this processor: GPU figures per step and request are the step_figures processor's job`,
+		"defer_figures": `"defer_figures" is no longer a key of this processor: a node agent runs the step_figures processor in place of inference`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())

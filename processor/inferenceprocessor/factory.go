@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 )
 
@@ -43,21 +42,6 @@ func createDefaultConfig() component.Config {
 			Wait:       3 * time.Second,
 			StageTTL:   5 * time.Minute,
 			MaxPending: 100_000,
-		},
-		EngineSteps: StepsConfig{
-			Enabled:      true,
-			MaxAge:       stepwindow.NewDefaultConfig().MaxAge,
-			MaxRecords:   stepwindow.NewDefaultConfig().MaxRecords,
-			MaxInstances: stepwindow.NewDefaultConfig().MaxInstances,
-			StallFactor:  stepwindow.NewDefaultConfig().StallFactor,
-			MaxITLGaps:   256,
-		},
-		GPU: GPUConfig{
-			Enabled: true,
-			// Past the CUPTI library's flush (200 ms) and a few slowly
-			// filling buffers under light load.
-			Wait:    5 * time.Second,
-			MaxHeld: 100_000,
 		},
 		Agents: AgentsConfig{
 			Enabled: true,

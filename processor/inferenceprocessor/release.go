@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/request"
+	"github.com/inferprof/inferprof/internal/spanbatch"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 )
@@ -60,7 +61,7 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 	if role == request.RoleDecode {
 		needs = join.DecodeWaiting
 	}
-	take := takeSpan(rs, ss, span)
+	take := spanbatch.Take(rs, ss, span)
 	q, wait, evictedOut, evicted := p.join.AddRequest(span.TraceID(), needs, role == request.RoleUnified, take, p.now())
 	if evicted > 0 {
 		p.tel.ProcessorInferenceJoinEvictions.Add(ctx, int64(evicted))
@@ -69,25 +70,6 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 		return request.Queue{Seconds: q.Queue, Known: q.QueueKnown, Start: q.QueueStart}, false, evictedOut
 	}
 	return request.Queue{}, true, evictedOut
-}
-
-// takeSpan returns the function that moves span out of the batch into one
-// of its own, with its resource and scope. A table holding the span calls it
-// only when it holds it, and under its lock, so a concurrent expire never
-// reads a batch half made. The emptied place is removed from the batch by
-// removeIndexes.
-func takeSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) func() ptrace.Traces {
-	return func() ptrace.Traces {
-		one := ptrace.NewTraces()
-		rs2 := one.ResourceSpans().AppendEmpty()
-		rs.Resource().CopyTo(rs2.Resource())
-		rs2.SetSchemaUrl(rs.SchemaUrl())
-		ss2 := rs2.ScopeSpans().AppendEmpty()
-		ss.Scope().CopyTo(ss2.Scope())
-		ss2.SetSchemaUrl(ss.SchemaUrl())
-		span.MoveTo(ss2.Spans().AppendEmpty())
-		return one
-	}
 }
 
 // expire releases held SGLang request spans whose wait is over, and
@@ -124,12 +106,9 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 		rs := rel.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
 		ri := p.readResource(rs.Resource())
-		r, found := p.normalize(ctx, &w, request.KindSGLangRoot, ss.Spans(), 0, 1, &ri,
+		r := p.normalize(ctx, &w, request.KindSGLangRoot, ss.Spans(), 0, 1, &ri,
 			request.Queue{Seconds: rel.Queue, Known: rel.QueueKnown, Start: rel.QueueStart})
 		span := ss.Spans().At(0)
-		if p.gpu != nil && p.requestGPU(ctx, rs, ss, span, &ri, requestID(r), r, false, found) {
-			continue // held for its steps' GPU figures; released by tickGPU
-		}
 		if p.wantsEngineSpan(span, r) {
 			p.engineSpan(&b, span, &ri, r, nil)
 		}

@@ -33,9 +33,6 @@ type TelemetryBuilder struct {
 	ProcessorInferenceAgentRuns       metric.Int64Counter
 	ProcessorInferenceAnomalies       metric.Int64Counter
 	ProcessorInferenceCostConflicts   metric.Int64Counter
-	ProcessorInferenceGpuHeld         metric.Int64ObservableUpDownCounter
-	ProcessorInferenceGpuRequests     metric.Int64Counter
-	ProcessorInferenceGpuSteps        metric.Int64Counter
 	ProcessorInferenceJoinEvictions   metric.Int64Counter
 	ProcessorInferenceJoinPending     metric.Int64ObservableUpDownCounter
 	ProcessorInferenceJoinTimeouts    metric.Int64Counter
@@ -44,7 +41,6 @@ type TelemetryBuilder struct {
 	ProcessorInferenceReleaseFailures metric.Int64Counter
 	ProcessorInferenceReleaseRetries  metric.Int64Counter
 	ProcessorInferenceRequests        metric.Int64Counter
-	ProcessorInferenceSteps           metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -64,21 +60,6 @@ func (builder *TelemetryBuilder) RegisterProcessorInferenceAgentPendingCallback(
 		cb(ctx, &observerInt64{inst: builder.ProcessorInferenceAgentPending, obs: o})
 		return nil
 	}, builder.ProcessorInferenceAgentPending)
-	if err != nil {
-		return err
-	}
-	builder.mu.Lock()
-	defer builder.mu.Unlock()
-	builder.registrations = append(builder.registrations, reg)
-	return nil
-}
-
-// RegisterProcessorInferenceGpuHeldCallback sets callback for observable ProcessorInferenceGpuHeld metric.
-func (builder *TelemetryBuilder) RegisterProcessorInferenceGpuHeldCallback(cb metric.Int64Callback) error {
-	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		cb(ctx, &observerInt64{inst: builder.ProcessorInferenceGpuHeld, obs: o})
-		return nil
-	}, builder.ProcessorInferenceGpuHeld)
 	if err != nil {
 		return err
 	}
@@ -161,24 +142,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceGpuHeld, err = builder.meter.Int64ObservableUpDownCounter(
-		"otelcol_processor_inference_gpu_held",
-		metric.WithDescription("Spans held for their GPU figures now (engine.step spans waiting for their kernel records, request spans waiting for their steps); gpu.max_held caps them. [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceGpuRequests, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_gpu_requests",
-		metric.WithDescription("Request spans given GPU figures (inferprof.gpu.*), by outcome (ok, or the inferprof.gpu.missing reason). [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceGpuSteps, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_gpu_steps",
-		metric.WithDescription("engine.step spans given GPU figures (inferprof.step.gpu.*), by outcome (ok, or the inferprof.step.gpu.missing reason). [Alpha]"),
-		metric.WithUnit("{step}"),
-	)
-	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceJoinEvictions, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_join_evictions",
 		metric.WithDescription("Join entries pushed out because the join reached max_pending (held spans count one each); held request spans are released early, never dropped, and stage records are forgotten. [Alpha]"),
@@ -225,12 +188,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_inference_requests",
 		metric.WithDescription("Engine request spans recognised and given the canonical attribute set, by provider. [Alpha]"),
 		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceSteps, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_steps",
-		metric.WithDescription("engine.step spans added to the step window that rebuilds inter-token latency. [Alpha]"),
-		metric.WithUnit("{step}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs
