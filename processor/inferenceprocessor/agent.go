@@ -213,7 +213,7 @@ func (p *inferenceProcessor) sendAgentReleases(ctx context.Context, rels []agent
 		return
 	}
 	if err := p.next.ConsumeTraces(ctx, td); err != nil {
-		p.refused(ctx, td, 1, err)
+		p.giveUp(ctx, td, err)
 	}
 }
 

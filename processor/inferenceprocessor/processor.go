@@ -36,8 +36,6 @@ type inferenceProcessor struct {
 	agents     *agent.Assembler // nil when agents.enabled is false
 	pricer     *cost.Pricer     // nil when nothing is priced
 
-	// Released spans the next consumer refused, retried on the next ticks.
-	retry retryQueue
 	// warn rate-limits the warnings about anomalies and refusals.
 	warn *warnLimiter
 
@@ -92,7 +90,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 	p.pricer = newPricer(cfg)
 	if cfg.Agents.Enabled {
 		p.agents = newAssembler(cfg, p.pricer)
-		p.retry.maxSpans = max(p.retry.maxSpans, cfg.Agents.MaxSpans)
 		err = tel.RegisterProcessorInferenceAgentPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(int64(p.agents.Len()))
 			return nil
@@ -106,7 +103,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
 		})
-		p.retry.maxSpans = max(p.retry.maxSpans, cfg.SGLangJoin.MaxPending)
 		err = tel.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(int64(p.join.Len()))
 			return nil

@@ -407,33 +407,29 @@ func TestJoinMemoryCap(t *testing.T) {
 // TestReleaseRefusedRetriedThenCounted: spans the join releases go on in a
 // batch of their own; a refusal is retried on the next ticks and, after the
 // third try, counted as refused and reported.
-func TestReleaseRefusedRetriedThenCounted(t *testing.T) {
+func TestReleaseRefusedCounted(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	next := &flakyConsumer{fail: 3}
+	next := &flakyConsumer{fail: 1}
 	p, tp, err := newTraces(t.Context(), metadatatest.NewSettings(tel), goldenConfig(), next)
 	require.NoError(t, err)
 	now := time.Unix(1767225600, 0)
 	p.now = func() time.Time { return now }
 	require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
-	p.expire(t.Context(), now.Add(time.Minute)) // released, refused (1st try)
-	p.expire(t.Context(), now.Add(time.Minute)) // 2nd try refused
+	p.expire(t.Context(), now.Add(time.Minute)) // released, refused: counted, not queued
 	const spans = 3                             // the root and its prefill and decode phase spans
-	metadatatest.AssertEqualProcessorInferenceReleaseRetries(t, tel, []metricdata.DataPoint[int64]{{Value: 2 * spans}}, metricdatatest.IgnoreTimestamp())
-	_, err = tel.GetMetric("otelcol_processor_inference_release_failures")
-	require.Error(t, err, "nothing given up yet")
-	p.expire(t.Context(), now.Add(time.Minute)) // 3rd try refused: given up
 	metadatatest.AssertEqualProcessorInferenceReleaseFailures(t, tel, []metricdata.DataPoint[int64]{{Value: spans}}, metricdatatest.IgnoreTimestamp())
+	p.expire(t.Context(), now.Add(time.Minute)) // nothing is offered again
 	require.NoError(t, tp.Shutdown(t.Context()))
 	assert.Equal(t, 0, next.sink.SpanCount())
+	metadatatest.AssertEqualProcessorInferenceReleaseFailures(t, tel, []metricdata.DataPoint[int64]{{Value: spans}}, metricdatatest.IgnoreTimestamp())
 
-	// A consumer that recovers gets the spans on the retry.
-	next = &flakyConsumer{fail: 1}
+	// A consumer that takes them gets the spans once.
+	next = &flakyConsumer{}
 	p, tp, err = newTraces(t.Context(), metadatatest.NewSettings(tel), goldenConfig(), next)
 	require.NoError(t, err)
 	p.now = func() time.Time { return now }
 	require.NoError(t, tp.ConsumeTraces(t.Context(), sglangRootOnly(t)))
-	p.expire(t.Context(), now.Add(time.Minute))
 	p.expire(t.Context(), now.Add(time.Minute))
 	require.NoError(t, tp.Shutdown(t.Context()))
 	assert.Equal(t, 3, next.sink.SpanCount(), "root, prefill and decode, once")

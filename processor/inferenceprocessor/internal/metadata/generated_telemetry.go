@@ -39,7 +39,6 @@ type TelemetryBuilder struct {
 	ProcessorInferencePhaseJoin       metric.Int64Counter
 	ProcessorInferencePhaseSpans      metric.Int64Counter
 	ProcessorInferenceReleaseFailures metric.Int64Counter
-	ProcessorInferenceReleaseRetries  metric.Int64Counter
 	ProcessorInferenceRequests        metric.Int64Counter
 }
 
@@ -174,13 +173,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceReleaseFailures, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_release_failures",
-		metric.WithDescription("Spans released by the SGLang join or the agent assembly that the next consumer refused for good (a permanent error, three tries, the retry queue full, or shutdown); they are lost, and a warning says so. [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceReleaseRetries, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_release_retries",
-		metric.WithDescription("Spans released by the SGLang join or the agent assembly that the next consumer refused and that are queued to be offered again on the next tick. [Alpha]"),
+		metric.WithDescription("Spans released by the SGLang join or the agent assembly that the next consumer refused; they are lost, and a warning says so. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

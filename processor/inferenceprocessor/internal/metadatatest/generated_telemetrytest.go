@@ -184,7 +184,7 @@ func AssertEqualProcessorInferencePhaseSpans(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorInferenceReleaseFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_release_failures",
-		Description: "Spans released by the SGLang join or the agent assembly that the next consumer refused for good (a permanent error, three tries, the retry queue full, or shutdown); they are lost, and a warning says so. [Alpha]",
+		Description: "Spans released by the SGLang join or the agent assembly that the next consumer refused; they are lost, and a warning says so. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -193,22 +193,6 @@ func AssertEqualProcessorInferenceReleaseFailures(t *testing.T, tt *componenttes
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_inference_release_failures")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
-func AssertEqualProcessorInferenceReleaseRetries(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_processor_inference_release_retries",
-		Description: "Spans released by the SGLang join or the agent assembly that the next consumer refused and that are queued to be offered again on the next tick. [Alpha]",
-		Unit:        "{span}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: true,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_processor_inference_release_retries")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -37,7 +37,6 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorInferencePhaseJoin.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
 	tb.ProcessorInferenceReleaseFailures.Add(context.Background(), 1)
-	tb.ProcessorInferenceReleaseRetries.Add(context.Background(), 1)
 	tb.ProcessorInferenceRequests.Add(context.Background(), 1)
 	AssertEqualProcessorInferenceAgentIncomplete(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -70,9 +69,6 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceReleaseFailures(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceReleaseRetries(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceRequests(t, testTel,
