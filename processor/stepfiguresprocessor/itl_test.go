@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
@@ -194,4 +195,50 @@ func TestITLGapsCapped(t *testing.T) {
 	assert.Equal(t, 300, v.Slice().Len(), "under the cap every gap, in order")
 	assert.InDelta(t, 0.01, v.Slice().At(0).Double(), 1e-9)
 	assert.InDelta(t, 0.1, v.Slice().At(28).Double(), 1e-9)
+}
+
+// TestOnlyWholeUnprocessedRequestsGetFigures: the figures go on a span that
+// is a whole engine request with a string request id. vLLM's llm_core (the
+// engine half of a request whose API span gets them), a span an inference
+// processor upstream already processed, and a request id that is not a
+// string get nothing, though their steps are in the window.
+func TestOnlyWholeUnprocessedRequestsGetFigures(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	steps := stepBatch("vllm", 1, []float64{0.10, 0.12, 0.14}, "req-7")
+
+	core := vllmSpan("vllm", "req-7", 0, 0.2, 3)
+	s := core.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	s.SetName("llm_core")
+	s.Events().AppendEmpty().SetName("journey.QUEUED")
+	spans, _ := runTraces(t, cfg, clone(steps), core)
+	absent(t, spans["llm_core"], names.AttrITLMax, names.AttrDecodeSteps, names.AttrStepsMissing)
+
+	done := vllmSpan("vllm", "req-7", 0, 0.2, 3)
+	done.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr(names.AttrBottleneck, "decode")
+	spans, _ = runTraces(t, cfg, clone(steps), done)
+	absent(t, spans["llm_request"], names.AttrITLMax, names.AttrDecodeSteps)
+
+	intID := vllmSpan("vllm", "req-7", 0, 0.2, 3)
+	intID.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutInt(names.AttrRequestID, 7)
+	spans, _ = runTraces(t, cfg, clone(steps), intID)
+	absent(t, spans["llm_request"], names.AttrITLMax, names.AttrDecodeSteps)
+
+	// The same request as the engine wrote it does get them.
+	spans, _ = runTraces(t, cfg, clone(steps), vllmSpan("vllm", "req-7", 0, 0.2, 3))
+	assert.InDelta(t, 0.02, dbl(t, spans["llm_request"], names.AttrITLMax), 1e-9)
+}
+
+// TestBothOffPassesEverything: with engine_steps and gpu off the processor
+// passes every span as it came.
+func TestBothOffPassesEverything(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.EngineSteps.Enabled, cfg.GPU.Enabled = false, false
+	in := stepBatch("vllm", 1, []float64{0.10, 0.12}, "req-8")
+	vllmSpan("vllm", "req-8", 0, 0.2, 2).ResourceSpans().MoveAndAppendTo(in.ResourceSpans())
+	want := clone(in)
+	h := newHarness(t, cfg, processortest.NewNopSettings(processortest.NopType))
+	h.consume(t, in)
+	require.NoError(t, h.tp.Shutdown(t.Context()))
+	require.Len(t, h.sink.AllTraces(), 1)
+	assert.Equal(t, want, h.sink.AllTraces()[0])
 }
