@@ -50,6 +50,8 @@ receivers:
       grpc:
         endpoint: {{addr "otlp"}}
 processors:
+  privacy: {}
+  step_figures: {}
   inference:
     agents:
       wait: 300ms
@@ -73,7 +75,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [inference_metrics, otlp_grpc]
     metrics:
       receivers: [inference_metrics]

@@ -4,10 +4,13 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
@@ -27,6 +30,32 @@ func TestBadFlushIntervalIsRefused(t *testing.T) {
 			c := e2etest.Launch(t, e2etest.Options{ConfigFiles: []string{shippedConfig("default.yaml")}, Env: env})
 			assert.NotEqual(t, 0, c.Wait(2*time.Minute), "the collector started with metrics_flush_interval %q", value)
 			assert.Contains(t, c.Output(), want)
+		})
+	}
+}
+
+// TestOldInferenceKeysNameTheirNewComponent: a config written before the
+// inference processor was split (its privacy block, its engine_steps and gpu
+// blocks, the agent tier's defer_figures) stops startup, and the error names
+// the component that does the job now.
+func TestOldInferenceKeysNameTheirNewComponent(t *testing.T) {
+	for name, tc := range map[string]struct{ overlay, want string }{
+		"privacy":       {"processors:\n  inference:\n    privacy:\n      keep_content: false\n", "content removal is the privacy processor's job"},
+		"engine_steps":  {"processors:\n  inference:\n    engine_steps:\n      enabled: false\n", "the step_figures processor's job"},
+		"gpu":           {"processors:\n  inference:\n    gpu:\n      wait: 2s\n", "the step_figures processor's job"},
+		"defer_figures": {"processors:\n  inference:\n    defer_figures: true\n", "a node agent runs the step_figures processor in place of inference"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ports := e2etest.NewPorts(t)
+			overlay := filepath.Join(t.TempDir(), "old.yaml")
+			require.NoError(t, os.WriteFile(overlay, []byte(tc.overlay), 0o600))
+			c := e2etest.Launch(t, e2etest.Options{
+				ConfigFiles: []string{shippedConfig("default.yaml"), overlay},
+				Env:         defaultEnv(t, ports, t.TempDir()),
+			})
+			assert.NotEqual(t, 0, c.Wait(2*time.Minute), "the collector started with inference.%s", name)
+			assert.Contains(t, c.Output(), `"`+name+`" is no longer a key of this processor`)
+			assert.Contains(t, c.Output(), tc.want)
 		})
 	}
 }

@@ -102,12 +102,14 @@ receivers:
       grpc:
         endpoint: {{addr "otlp"}}
 processors:
-  inference:
-    phase_spans: false
+  privacy: {}
+  step_figures:
     # Long enough that steps pass because their kernels are in, not
     # because the wait ran out.
     gpu:
       wait: 2m
+  inference:
+    phase_spans: false
 connectors:
   inference_metrics:
     metrics_flush_interval: 1h
@@ -123,7 +125,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp, engine_step]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [inference_metrics, otlp_grpc]
     metrics:
       receivers: [inference_metrics, cupti]

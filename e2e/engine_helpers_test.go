@@ -41,6 +41,8 @@ receivers:
       grpc:
         endpoint: {{addr "otlp"}}
 processors:
+  privacy: {}
+  step_figures: {}
   inference:
     model:
       default: meta-llama/Llama-3.1-8B-Instruct
@@ -58,7 +60,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [otlp_grpc, inference_metrics]
     metrics:
       receivers: [inference_metrics]

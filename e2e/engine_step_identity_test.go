@@ -89,6 +89,8 @@ receivers:
       grpc:
         endpoint: {{addr "otlp"}}
 processors:
+  privacy: {}
+  step_figures: {}
   inference:
     phase_spans: false
 exporters:
@@ -103,7 +105,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp, engine_step]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [otlp_grpc]
 `, sock, sink.Endpoint))})
 

@@ -61,6 +61,8 @@ receivers:
       grpc:
         endpoint: {{addr "otlp"}}
 processors:
+  privacy: {}
+  step_figures: {}
   inference: {}
 connectors:
   inference_metrics: {}
@@ -76,7 +78,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [inference_metrics]
     metrics:
       receivers: [inference_metrics]

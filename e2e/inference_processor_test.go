@@ -34,6 +34,8 @@ receivers:
       grpc:
         endpoint: {{addr "otlp"}}
 processors:
+  privacy: {}
+  step_figures: {}
   inference: {}
 exporters:
   otlp_grpc:
@@ -47,7 +49,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [otlp_grpc]
 `)
 	c := e2etest.Start(t, e2etest.Options{Config: strings.Replace(cfg, "SINK", sink.Endpoint, 1)})

@@ -65,6 +65,8 @@ receivers:
       grpc:
         endpoint: {{addr "otlp"}}
 processors:
+  privacy: {}
+  step_figures: {}
   inference:
     phase_spans: false
 connectors:
@@ -82,7 +84,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp, engine_step]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [inference_metrics, otlp_grpc]
     metrics:
       receivers: [inference_metrics]

@@ -34,11 +34,13 @@ receivers:
     endpoint: %s
     collection_interval: 100ms
 processors:
-  inference:
-    phase_spans: false
+  privacy: {}
+  step_figures:
     # Long enough that steps pass because their kernels are in.
     gpu:
       wait: 2m
+  inference:
+    phase_spans: false
 exporters:
   otlp_grpc:
     endpoint: %s
@@ -51,7 +53,7 @@ service:
   pipelines:
     traces:
       receivers: [engine_step]
-      processors: [inference]
+      processors: [privacy, step_figures, inference]
       exporters: [otlp_grpc]
     metrics:
       receivers: [cupti]

@@ -35,6 +35,7 @@ import (
 	transformprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor"
 	inferenceprocessor "github.com/inferprof/inferprof/processor/inferenceprocessor"
 	privacyprocessor "github.com/inferprof/inferprof/processor/privacyprocessor"
+	stepfiguresprocessor "github.com/inferprof/inferprof/processor/stepfiguresprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	prometheusreceiver "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver"
 	cuptireceiver "github.com/inferprof/inferprof/receiver/cuptireceiver"
@@ -131,6 +132,7 @@ func components() (otelcol.Factories, error) {
 		transformprocessor.NewFactory(),
 		inferenceprocessor.NewFactory(),
 		privacyprocessor.NewFactory(),
+		stepfiguresprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -144,6 +146,7 @@ func components() (otelcol.Factories, error) {
 		transformprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor v0.161.0",
 		inferenceprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		privacyprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
+		stepfiguresprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](

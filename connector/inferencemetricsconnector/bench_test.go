@@ -25,6 +25,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor"
+	"github.com/inferprof/inferprof/processor/stepfiguresprocessor"
 )
 
 // vllmModels are four vLLM servers, one model each, as a small fleet sends them.
@@ -317,7 +318,13 @@ func processorPipeline(tb testing.TB, phaseSpans bool) consumer.Traces {
 	p, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(f.Type()), cfg, conn)
 	require.NoError(tb, err)
 	startTraces(tb, p)
-	return p
+	// step_figures runs before inference in the shipped pipelines (it held
+	// the inter-token and GPU work inference did before the split).
+	sf := stepfiguresprocessor.NewFactory()
+	s, err := sf.CreateTraces(context.Background(), processortest.NewNopSettings(sf.Type()), sf.CreateDefaultConfig(), p)
+	require.NoError(tb, err)
+	startTraces(tb, s)
+	return s
 }
 
 // BenchmarkCardinalityAttack offers one million distinct model names (one

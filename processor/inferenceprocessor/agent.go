@@ -13,11 +13,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
+	"github.com/inferprof/inferprof/internal/spanbatch"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/genai"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // Reasons counted in processor_inference_agent_incomplete.
@@ -80,7 +81,7 @@ func (p *inferenceProcessor) genaiSpan(b *batchState, rs ptrace.ResourceSpans, s
 	now := p.now()
 	switch {
 	case n.Role == agent.Model, n.Role == agent.Agent && !info.Done:
-		b.out = append(b.out, p.agents.Hold(span.TraceID(), n, takeSpan(rs, ss, span), now)...)
+		b.out = append(b.out, p.agents.Hold(span.TraceID(), n, spanbatch.Take(rs, ss, span), now)...)
 		return true
 	}
 	b.out = append(b.out, p.agents.Record(span.TraceID(), n, now)...)
@@ -161,10 +162,7 @@ func engineRequest(span ptrace.Span, ri *resourceInfo, r *request.Result) cost.E
 // request spans ran on.
 func (ri *resourceInfo) readCostResource(res pcommon.Resource) {
 	attrs := res.Attributes()
-	ri.costInstance = ri.instance
-	if ri.costInstance == "" {
-		ri.costInstance = stepwindow.InstanceKey(res)
-	}
+	ri.costInstance = stepwindow.InstanceKey(res)
 	if v, ok := attrs.Get(names.ResourceGPUName); ok && v.Type() == pcommon.ValueTypeStr {
 		ri.gpu = v.Str()
 	}
@@ -215,7 +213,7 @@ func (p *inferenceProcessor) sendAgentReleases(ctx context.Context, rels []agent
 		return
 	}
 	if err := p.next.ConsumeTraces(ctx, td); err != nil {
-		p.refused(ctx, td, 1, err)
+		p.giveUp(ctx, td, err)
 	}
 }
 

@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/privacy"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 func dur(s agentStep) float64 { return s.end - s.start }
@@ -175,7 +175,7 @@ func TestAgentTurns(t *testing.T) {
 // instructions, tool arguments and results as each instrumentation writes
 // them; none leaves the processor.
 func TestAgentsContentRemoved(t *testing.T) {
-	m := redact.NewMatcher(redact.DefaultAttributes)
+	m := privacy.NewMatcher(privacy.Attributes)
 	cases := append(append([]agentCase(nil), agentCases...),
 		agentCase{"openllmetry langchain", "agents_langchain", langchainBatches, ""})
 	for _, tc := range cases {

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 func TestUnmarshalDefaultConfig(t *testing.T) {
@@ -27,9 +26,6 @@ func TestUnmarshalDefaultConfig(t *testing.T) {
 	def := cfg.(*Config)
 	assert.True(t, def.PhaseSpans)
 	assert.Equal(t, 3*time.Second, def.SGLangJoin.Wait)
-	assert.Equal(t, redact.DefaultAttributes, def.Privacy.Attributes)
-	assert.Equal(t, redact.DefaultEvents, def.Privacy.Events)
-	assert.False(t, def.Privacy.KeepContent)
 }
 
 func load(t *testing.T, name string) (*Config, error) {
@@ -55,12 +51,6 @@ func TestUnmarshalConfig(t *testing.T) {
 		LoRAAttributes: []string{"lora_name"},
 		OperationName:  "chat",
 		SGLangJoin:     JoinConfig{Wait: 5 * time.Second, StageTTL: 10 * time.Minute, MaxPending: 5000},
-		Privacy: PrivacyConfig{
-			Attributes: []string{"gen_ai.prompt*", "gen_ai.completion*", "my.app.user_input"},
-			Events:     []string{"gen_ai.user.message", "gen_ai.choice"},
-		},
-		EngineSteps: StepsConfig{Enabled: true, MaxAge: 10 * time.Minute, MaxRecords: 500_000, MaxInstances: 16, StallFactor: 4, MaxITLGaps: 128},
-		GPU:         GPUConfig{Enabled: true, Wait: 2 * time.Second, MaxHeld: 20_000},
 		Agents: AgentsConfig{
 			Enabled: true, Wait: 8 * time.Second, MaxHold: 2 * time.Minute, EngineWait: 6 * time.Second,
 			MaxSpans: 50000, MaxSpansPerTrace: 2000, MaxConversations: 1000, ConversationIdle: 30 * time.Minute,
@@ -72,29 +62,15 @@ func TestUnmarshalConfig(t *testing.T) {
 		GPUHourPrice: map[string]GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.5), Currency: "USD"}},
 		Cost:         CostConfig{GPU: "NVIDIA H200", GPUCount: 2, ShareWindow: 30 * time.Second, MaxInstances: 64},
 	}, cfg)
-
-	cfg, err = load(t, "keep")
-	require.NoError(t, err)
-	assert.True(t, cfg.Privacy.KeepContent)
-	assert.Empty(t, cfg.Privacy.Attributes)
 }
 
 func TestInvalidConfig(t *testing.T) {
 	for name, want := range map[string]string{
-		"empty_attributes":   "privacy.attributes is empty",
-		"bad_pattern":        `privacy.attributes: pattern "gen_ai.*" would delete the canonical attribute`,
-		"star_middle":        `privacy.events: pattern "gen_ai.*.message" may only end in *`,
-		"match_all":          `privacy.attributes: pattern "*" matches everything`,
 		"negative_wait":      "sglang_join.wait must not be negative",
 		"zero_pending":       "sglang_join.max_pending must be greater than zero",
 		"zero_ttl":           "sglang_join.stage_ttl must be greater than zero",
 		"empty_operation":    "operation_name must not be empty",
 		"empty_key":          "model.resource_attributes must not contain an empty key",
-		"zero_max_age":       "engine_steps.max_age must be positive",
-		"low_stall_factor":   "engine_steps.stall_factor must be above 1",
-		"negative_gaps":      "engine_steps.max_itl_gaps must not be negative",
-		"zero_gpu_wait":      "gpu.wait must be positive",
-		"zero_gpu_held":      "gpu.max_held must be positive",
 		"no_currency":        `prices["gpt-4.1"].currency is required`,
 		"no_input":           `prices["gpt-4.1"].input is required`,
 		"negative_price":     `gpu_hour_price["NVIDIA H200"].price must be a finite number`,
@@ -102,9 +78,7 @@ func TestInvalidConfig(t *testing.T) {
 		"zero_max_hold":      "agents.max_hold must be positive",
 		"per_trace_over_max": "agents.max_spans_per_trace must be positive and at most agents.max_spans",
 		"wait_over_hold":     "agents.wait and agents.engine_wait must be shorter than agents.max_hold",
-		"bare_gpu_wait":      "gpu.wait: 15ns is below the minimum of 1ms; did you forget a unit, e.g. 15s?",
 		"bare_join_wait":     "sglang_join.wait: 3ns is below the minimum of 1ms; did you forget a unit, e.g. 3s?",
-		"short_max_age":      "engine_steps.max_age: 100ms is below the minimum of 1s",
 		"bare_agents_wait":   "agents.wait: 8ns is below the minimum of 1ms; did you forget a unit, e.g. 8s?",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -121,8 +95,8 @@ func TestDurationDecodeErrorNamesValue(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
 	for name, want := range map[string]string{
-		"typed_gpu_wait": `gpu.wait: "five seconds" is not a duration; write a number with a unit`,
-		"typed_max_age":  `engine_steps.max_age: []interface {}{"10m"} is not a duration`,
+		"typed_join_wait": `sglang_join.wait: "five seconds" is not a duration; write a number with a unit`,
+		"typed_max_hold":  `agents.max_hold: []interface {}{"10m"} is not a duration`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
@@ -133,3 +107,31 @@ func TestDurationDecodeErrorNamesValue(t *testing.T) {
 }
 
 func ptr(f float64) *float64 { return &f }
+
+// TestRemovedKeys: a config written for the processor's old shape fails at
+// load, naming the key and the component that does its job now.
+func TestRemovedKeys(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for name, want := range map[string]string{
+		"privacy":       `"privacy" is no longer a key of this processor: content removal is the privacy processor's job`,
+		"engine_steps":  `"engine_steps" is no longer a key of this processor: inter-token latency from engine steps is the step_figures processor's job`,
+		"gpu":           `"gpu" is no longer a key of this processor: GPU figures per step and request are the step_figures processor's job`,
+		"defer_figures": `"defer_figures" is no longer a key of this processor: a node agent runs the step_figures processor in place of inference`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
+			require.NoError(t, err)
+			assert.ErrorContains(t, sub.Unmarshal(createDefaultConfig()), want)
+		})
+	}
+}
+
+// TestUnknownKey: a misspelt key is an error that names it.
+func TestUnknownKey(t *testing.T) {
+	conf := confmap.NewFromStringMap(map[string]any{"phase_span": false})
+	cfg := createDefaultConfig()
+	err := conf.Unmarshal(cfg)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "phase_span")
+}

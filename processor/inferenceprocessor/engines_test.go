@@ -18,9 +18,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // Each engine's figures checked by hand against the numbers its fixture
@@ -190,58 +190,6 @@ func TestAnomalyWarnings(t *testing.T) {
 	require.Len(t, again, 2, "once more after the interval")
 	assert.Equal(t, int64(2), again[1].ContextMap()["similar_suppressed"], "the two held back")
 	require.NoError(t, h.tp.Shutdown(t.Context()))
-}
-
-func TestITLGapsCapped(t *testing.T) {
-	ends := make([]float64, 0, 301)
-	for i := range 301 {
-		// 300 gaps: 10 ms, with every 30th 100 ms.
-		gap := 0.01
-		if i%30 == 29 {
-			gap = 0.1
-		}
-		if i == 0 {
-			ends = append(ends, 0.1)
-			continue
-		}
-		ends = append(ends, ends[i-1]+gap)
-	}
-	run := func(maxGaps int) ptrace.Span {
-		cfg := createDefaultConfig().(*Config)
-		cfg.PhaseSpans = false
-		cfg.EngineSteps.MaxITLGaps = maxGaps
-		spans, _ := runTraces(t, cfg, stepBatch("vllm", 1, ends, "req-1"),
-			vllmSpan("vllm", "req-1", 0, ends[len(ends)-1]+0.01, int64(len(ends))))
-		return spans["llm_request"]
-	}
-	s := run(256)
-	v, ok := s.Attributes().Get(names.AttrITLGaps)
-	require.True(t, ok)
-	gaps := v.Slice()
-	require.Equal(t, 256, gaps.Len())
-	assert.InDelta(t, 0.01, gaps.At(0).Double(), 1e-9, "the smallest")
-	assert.InDelta(t, 0.1, gaps.At(255).Double(), 1e-9, "the largest")
-	// The share of long gaps survives: 10 of 300 then, about 256/30 now.
-	long := 0
-	for i := range gaps.Len() {
-		if gaps.At(i).Double() > 0.05 {
-			long++
-		}
-	}
-	assert.InDelta(t, 256.0/30, long, 1)
-	// The summaries still cover every gap.
-	assert.InDelta(t, 0.1, dbl(t, s, names.AttrITLMax), 1e-9)
-	assert.Equal(t, int64(300), integer(t, s, names.AttrDecodeSteps))
-
-	s = run(0)
-	absent(t, s, names.AttrITLGaps)
-	assert.InDelta(t, 0.1, dbl(t, s, names.AttrITLMax), 1e-9)
-
-	s = run(1000)
-	v, _ = s.Attributes().Get(names.AttrITLGaps)
-	assert.Equal(t, 300, v.Slice().Len(), "under the cap every gap, in order")
-	assert.InDelta(t, 0.01, v.Slice().At(0).Double(), 1e-9)
-	assert.InDelta(t, 0.1, v.Slice().At(28).Double(), 1e-9)
 }
 
 func allSpans(td ptrace.Traces) []ptrace.Span {

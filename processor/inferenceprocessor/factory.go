@@ -13,9 +13,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 // NewFactory returns the factory of the inference processor.
@@ -45,21 +43,6 @@ func createDefaultConfig() component.Config {
 			StageTTL:   5 * time.Minute,
 			MaxPending: 100_000,
 		},
-		EngineSteps: StepsConfig{
-			Enabled:      true,
-			MaxAge:       stepwindow.NewDefaultConfig().MaxAge,
-			MaxRecords:   stepwindow.NewDefaultConfig().MaxRecords,
-			MaxInstances: stepwindow.NewDefaultConfig().MaxInstances,
-			StallFactor:  stepwindow.NewDefaultConfig().StallFactor,
-			MaxITLGaps:   256,
-		},
-		GPU: GPUConfig{
-			Enabled: true,
-			// Past the CUPTI library's flush (200 ms) and a few slowly
-			// filling buffers under light load.
-			Wait:    5 * time.Second,
-			MaxHeld: 100_000,
-		},
 		Agents: AgentsConfig{
 			Enabled: true,
 			// The OpenTelemetry SDK's batch span processor flushes every
@@ -76,10 +59,6 @@ func createDefaultConfig() component.Config {
 			GPUCount:     1,
 			ShareWindow:  time.Minute,
 			MaxInstances: 256,
-		},
-		Privacy: PrivacyConfig{
-			Attributes: append([]string(nil), redact.DefaultAttributes...),
-			Events:     append([]string(nil), redact.DefaultEvents...),
 		},
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // fuzzNames are span names the processor treats specially, plus one it must

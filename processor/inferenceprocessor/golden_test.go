@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
+	"github.com/inferprof/inferprof/processor/privacyprocessor"
 )
 
 // Regenerate the golden files with: go test -run TestGolden -update
@@ -104,9 +106,13 @@ func goldenConfig() *Config {
 	return cfg
 }
 
+// harness runs the privacy processor, then the inference processor, as
+// every shipped pipeline does: the fixtures carry prompts and outputs, and
+// what the tests assert is what leaves a collector.
 type harness struct {
 	p    *inferenceProcessor
 	tp   processor.Traces
+	in   consumer.Traces // the privacy processor, in front of tp
 	sink *consumertest.TracesSink
 	now  time.Time
 }
@@ -117,13 +123,16 @@ func newHarness(tb testing.TB, cfg *Config, set processor.Settings) *harness {
 	var err error
 	h.p, h.tp, err = newTraces(tb.Context(), set, cfg, h.sink)
 	require.NoError(tb, err)
+	pf := privacyprocessor.NewFactory()
+	h.in, err = pf.CreateTraces(tb.Context(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), h.tp)
+	require.NoError(tb, err)
 	h.p.now = func() time.Time { return h.now }
 	return h
 }
 
 func (h *harness) consume(tb testing.TB, td ptrace.Traces) {
 	tb.Helper()
-	require.NoError(tb, h.tp.ConsumeTraces(tb.Context(), td))
+	require.NoError(tb, h.in.ConsumeTraces(tb.Context(), td))
 }
 
 // finish shuts down (releasing anything still held) and returns the output.

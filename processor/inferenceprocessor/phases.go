@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // addPhaseSpans appends the queue, prefill and decode spans Normalize placed

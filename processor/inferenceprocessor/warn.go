@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+	"github.com/inferprof/inferprof/internal/request"
 )
 
 // warnEvery is how often a warning of one kind is repeated after its first.

@@ -32,20 +32,14 @@ type TelemetryBuilder struct {
 	ProcessorInferenceAgentPending    metric.Int64ObservableUpDownCounter
 	ProcessorInferenceAgentRuns       metric.Int64Counter
 	ProcessorInferenceAnomalies       metric.Int64Counter
-	ProcessorInferenceContentRemoved  metric.Int64Counter
 	ProcessorInferenceCostConflicts   metric.Int64Counter
-	ProcessorInferenceGpuHeld         metric.Int64ObservableUpDownCounter
-	ProcessorInferenceGpuRequests     metric.Int64Counter
-	ProcessorInferenceGpuSteps        metric.Int64Counter
 	ProcessorInferenceJoinEvictions   metric.Int64Counter
 	ProcessorInferenceJoinPending     metric.Int64ObservableUpDownCounter
 	ProcessorInferenceJoinTimeouts    metric.Int64Counter
 	ProcessorInferencePhaseJoin       metric.Int64Counter
 	ProcessorInferencePhaseSpans      metric.Int64Counter
 	ProcessorInferenceReleaseFailures metric.Int64Counter
-	ProcessorInferenceReleaseRetries  metric.Int64Counter
 	ProcessorInferenceRequests        metric.Int64Counter
-	ProcessorInferenceSteps           metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -65,21 +59,6 @@ func (builder *TelemetryBuilder) RegisterProcessorInferenceAgentPendingCallback(
 		cb(ctx, &observerInt64{inst: builder.ProcessorInferenceAgentPending, obs: o})
 		return nil
 	}, builder.ProcessorInferenceAgentPending)
-	if err != nil {
-		return err
-	}
-	builder.mu.Lock()
-	defer builder.mu.Unlock()
-	builder.registrations = append(builder.registrations, reg)
-	return nil
-}
-
-// RegisterProcessorInferenceGpuHeldCallback sets callback for observable ProcessorInferenceGpuHeld metric.
-func (builder *TelemetryBuilder) RegisterProcessorInferenceGpuHeldCallback(cb metric.Int64Callback) error {
-	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		cb(ctx, &observerInt64{inst: builder.ProcessorInferenceGpuHeld, obs: o})
-		return nil
-	}, builder.ProcessorInferenceGpuHeld)
 	if err != nil {
 		return err
 	}
@@ -156,34 +135,10 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{anomaly}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceContentRemoved, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_content_removed",
-		metric.WithDescription("Prompt and completion content removed from spans, by kind (attribute or event). [Alpha]"),
-		metric.WithUnit("{item}"),
-	)
-	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceCostConflicts, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_cost_conflicts",
 		metric.WithDescription("Engine request spans left unpriced because the model call that made them was already priced from the price table (a self-hosted model listed in prices); the call's cost stands, counted once. [Alpha]"),
 		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceGpuHeld, err = builder.meter.Int64ObservableUpDownCounter(
-		"otelcol_processor_inference_gpu_held",
-		metric.WithDescription("Spans held for their GPU figures now (engine.step spans waiting for their kernel records, request spans waiting for their steps); gpu.max_held caps them. [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceGpuRequests, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_gpu_requests",
-		metric.WithDescription("Request spans given GPU figures (inferprof.gpu.*), by outcome (ok, or the inferprof.gpu.missing reason). [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceGpuSteps, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_gpu_steps",
-		metric.WithDescription("engine.step spans given GPU figures (inferprof.step.gpu.*), by outcome (ok, or the inferprof.step.gpu.missing reason). [Alpha]"),
-		metric.WithUnit("{step}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceJoinEvictions, err = builder.meter.Int64Counter(
@@ -218,13 +173,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceReleaseFailures, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_release_failures",
-		metric.WithDescription("Spans released by the SGLang join or the agent assembly that the next consumer refused for good (a permanent error, three tries, the retry queue full, or shutdown); they are lost, and a warning says so. [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceReleaseRetries, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_release_retries",
-		metric.WithDescription("Spans released by the SGLang join or the agent assembly that the next consumer refused and that are queued to be offered again on the next tick. [Alpha]"),
+		metric.WithDescription("Spans released by the SGLang join or the agent assembly that the next consumer refused; they are lost, and a warning says so. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
@@ -232,12 +181,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_inference_requests",
 		metric.WithDescription("Engine request spans recognised and given the canonical attribute set, by provider. [Alpha]"),
 		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceSteps, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_steps",
-		metric.WithDescription("engine.step spans added to the step window that rebuilds inter-token latency. [Alpha]"),
-		metric.WithUnit("{step}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

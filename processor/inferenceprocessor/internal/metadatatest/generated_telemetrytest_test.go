@@ -24,10 +24,6 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
-	require.NoError(t, tb.RegisterProcessorInferenceGpuHeldCallback(func(_ context.Context, observer metric.Int64Observer) error {
-		observer.Observe(1)
-		return nil
-	}))
 	require.NoError(t, tb.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -35,18 +31,13 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorInferenceAgentIncomplete.Add(context.Background(), 1)
 	tb.ProcessorInferenceAgentRuns.Add(context.Background(), 1)
 	tb.ProcessorInferenceAnomalies.Add(context.Background(), 1)
-	tb.ProcessorInferenceContentRemoved.Add(context.Background(), 1)
 	tb.ProcessorInferenceCostConflicts.Add(context.Background(), 1)
-	tb.ProcessorInferenceGpuRequests.Add(context.Background(), 1)
-	tb.ProcessorInferenceGpuSteps.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinEvictions.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinTimeouts.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseJoin.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
 	tb.ProcessorInferenceReleaseFailures.Add(context.Background(), 1)
-	tb.ProcessorInferenceReleaseRetries.Add(context.Background(), 1)
 	tb.ProcessorInferenceRequests.Add(context.Background(), 1)
-	tb.ProcessorInferenceSteps.Add(context.Background(), 1)
 	AssertEqualProcessorInferenceAgentIncomplete(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -59,19 +50,7 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualProcessorInferenceAnomalies(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceContentRemoved(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceCostConflicts(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceGpuHeld(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceGpuRequests(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceGpuSteps(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceJoinEvictions(t, testTel,
@@ -92,13 +71,7 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualProcessorInferenceReleaseFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceReleaseRetries(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceRequests(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceSteps(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

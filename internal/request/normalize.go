@@ -6,7 +6,7 @@
 // engine has its own extractor (vllm.go, trtllm.go, sglang.go, tgi.go) that
 // returns Figures; Normalize derives and writes the rest the same way for
 // all of them.
-package request // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+package request // import "github.com/inferprof/inferprof/internal/request"
 
 import (
 	"math"
@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 // CanonicalAttributes are the keys this processor writes on request spans.
@@ -58,11 +57,6 @@ type Settings struct {
 	// nobody's model call).
 	Place bool
 
-	// Set by RemoveContent.
-	content        *redact.Matcher
-	contentKeys    [numKeys]bool // content.Match(keyNames[i])
-	contentReasons bool          // content.Match(srcFinishReasons)
-
 	// Set by Prepare.
 	lora     loraKeys
 	prepared bool
@@ -98,20 +92,7 @@ func (sc *Scratch) reader(attrs pcommon.Map) *reader {
 		sn.lora = [maxLoRA]string{}
 		sn.loraSeen = 0
 	}
-	sn.content = 0
 	return n
-}
-
-// RemoveContent makes Normalize remove the attributes m matches (prompt and
-// completion content) in the walk it makes anyway, rather than in a walk of
-// their own, and treat them as absent, as if removed before. Call it once,
-// before Normalize.
-func (s *Settings) RemoveContent(m *redact.Matcher) {
-	s.content = m
-	for i, k := range keyNames {
-		s.contentKeys[i] = m.Match(k)
-	}
-	s.contentReasons = m.Match(srcFinishReasons)
 }
 
 // Resource is what Normalize reads from a span's resource. It is the same
@@ -145,9 +126,6 @@ func firstStr(m pcommon.Map, keys []string) string {
 
 // Result is what Normalize did to one span.
 type Result struct {
-	// ContentRemoved is how many content attributes Normalize removed (see
-	// Settings.RemoveContent).
-	ContentRemoved int
 	// Processed: an earlier inference processor already wrote the canonical
 	// set (see Processed), so Normalize left the span as it was and the
 	// other fields are empty.
@@ -206,12 +184,8 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		*lk = loraKeysOf(set.LoRAAttributes)
 	}
 	n.snap.fill(attrs, set, lk)
-	removed := n.snap.content
-	if removed > 0 {
-		attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return set.content.Match(k) })
-	}
 	if sn := &n.snap; sn.has[kOther] || sn.has[kBottleneck] || sn.has[kAnomaly] {
-		sc.result = Result{Processed: true, ContentRemoved: removed}
+		sc.result = Result{Processed: true}
 		return &sc.result
 	}
 
@@ -331,7 +305,7 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 	}
 
 	r := &sc.result
-	*r = Result{ContentRemoved: removed, Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID), Model: model}
+	*r = Result{Request: kind != KindVLLMCore, Provider: provider, RequestID: sn.str(kRequestID), Model: model}
 	r.Tokens = Tokens{
 		In: int64(f.In.v), Out: int64(f.Out.v), Cached: int64(f.Cached.v),
 		HasIn: f.In.ok, HasOut: f.Out.ok, HasCch: f.Cached.ok,

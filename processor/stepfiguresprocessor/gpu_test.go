@@ -1,9 +1,10 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package inferenceprocessor
+package stepfiguresprocessor
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -18,6 +20,7 @@ import (
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/inferenceprocessor"
 )
 
 type kernelNames []string
@@ -37,14 +40,10 @@ type gpuHarness struct {
 	gemm uint8
 }
 
-func startGPU(t *testing.T, host string, withSource bool, opts ...func(*Config)) *gpuHarness {
+func startGPU(t *testing.T, host string, withSource bool, next ...func(consumer.Traces) consumer.Traces) *gpuHarness {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
-	cfg.PhaseSpans = false
-	for _, o := range opts {
-		o(cfg)
-	}
-	g := &gpuHarness{harness: newHarness(t, cfg, processortest.NewNopSettings(processortest.NopType)), host: host, pid: 4242}
+	g := &gpuHarness{harness: newHarness(t, cfg, processortest.NewNopSettings(processortest.NopType), next...), host: host, pid: 4242}
 	g.now.Store(itlBase.UnixNano())
 	g.p.now = func() time.Time { return time.Unix(0, g.now.Load()) }
 	g.p.gpu.tick = time.Hour // the test ticks by hand (tick)
@@ -220,11 +219,20 @@ func TestWaitEndsWithWhatArrived(t *testing.T) {
 }
 
 // A request held for its steps' GPU figures is priced when it is released,
-// from the GPU time it got then (cost reads inferprof.gpu.time).
+// from the GPU time it got then (cost reads inferprof.gpu.time): the
+// inference processor comes after step_figures in the pipeline.
 func TestHeldRequestIsPricedByItsGPUTime(t *testing.T) {
-	g := startGPU(t, "gpu-test-cost", true, func(cfg *Config) {
-		cfg.GPUHourPrice = map[string]GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.6), Currency: "USD"}}
+	g := startGPU(t, "gpu-test-cost", true, func(next consumer.Traces) consumer.Traces {
+		f := inferenceprocessor.NewFactory()
+		cfg := f.CreateDefaultConfig().(*inferenceprocessor.Config)
+		cfg.PhaseSpans = false
+		cfg.GPUHourPrice = map[string]inferenceprocessor.GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.6), Currency: "USD"}}
 		cfg.Cost.GPU = "NVIDIA H200"
+		tp, err := f.CreateTraces(t.Context(), processortest.NewNopSettings(f.Type()), cfg, next)
+		require.NoError(t, err)
+		require.NoError(t, tp.Start(t.Context(), componenttest.NewNopHost()))
+		t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
+		return tp
 	})
 	g.consume(t, g.steps(stepSpec{1, 0, 10, map[string]int64{"a": 1, "b": 1}}))
 	g.consume(t, vllmSpan("vllm", "a", 0, 0.011, 1))

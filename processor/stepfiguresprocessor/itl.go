@@ -1,19 +1,18 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+package stepfiguresprocessor // import "github.com/inferprof/inferprof/processor/stepfiguresprocessor"
 
 import (
 	"context"
 	"math"
 	"slices"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/spanbatch"
 	"github.com/inferprof/inferprof/internal/stepwindow"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // addSteps feeds every engine.step span of td into the step window before
@@ -22,7 +21,7 @@ import (
 // step metrics; with the GPU join on, a step whose engine streams CUPTI
 // activity is first held for its kernels (gpu.go). It returns whether it
 // held any, leaving empty scopes and resources for the caller to remove.
-func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) bool {
+func (p *stepFiguresProcessor) addSteps(ctx context.Context, td ptrace.Traces) bool {
 	var st stepwindow.Step // slices reused across the batch; Add copies what it keeps
 	added := 0
 	var moved []int
@@ -53,30 +52,15 @@ func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) boo
 				}
 			}
 			if len(moved) > 0 {
-				removeIndexes(spans, moved)
+				spanbatch.RemoveIndexes(spans, moved)
 				held = true
 			}
 		}
 	}
 	if added > 0 {
-		p.tel.ProcessorInferenceSteps.Add(ctx, int64(added))
+		p.tel.ProcessorStepFiguresSteps.Add(ctx, int64(added))
 	}
 	return held
-}
-
-// deferred handles a request span under defer_figures, its content already
-// removed: only the inter-token figures, which need this node's steps, are
-// written; the gateway's inference processor does the rest. The request id
-// is read as request.Normalize reads it (a string gen_ai.request.id); it is
-// returned for the request's GPU figures, which need this node's steps too.
-func (p *inferenceProcessor) deferred(span ptrace.Span, kind request.Kind, ri *resourceInfo) (string, stepsFound) {
-	if p.steps == nil || kind == request.KindVLLMCore {
-		return "", stepsFound{}
-	}
-	if v, ok := span.Attributes().Get(names.AttrRequestID); ok && v.Type() == pcommon.ValueTypeStr {
-		return v.Str(), p.interTokenLatency(span, ri.instance, v.Str())
-	}
-	return "", stepsFound{}
 }
 
 // stepsFound is what the one look-up of a request in the step window found
@@ -93,11 +77,8 @@ type stepsFound struct {
 // partly lost), it says so in inferprof.steps.missing instead of guessing.
 // Engines without the step hook get nothing.
 // instance is the resource's stepwindow.InstanceKey; id is the span's
-// gen_ai.request.id, as Normalize read it.
-func (p *inferenceProcessor) interTokenLatency(span ptrace.Span, instance, id string) stepsFound {
-	if id == "" {
-		return stepsFound{}
-	}
+// gen_ai.request.id (requestID).
+func (p *stepFiguresProcessor) interTokenLatency(span ptrace.Span, instance, id string) stepsFound {
 	attrs := span.Attributes()
 	r := p.steps.Lookup(instance, id,
 		span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime())

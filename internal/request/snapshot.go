@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package request // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+package request // import "github.com/inferprof/inferprof/internal/request"
 
 import (
 	"strings"
@@ -248,10 +248,6 @@ type snapshot struct {
 	// read from the span after the writes.
 	loras    *loraKeys
 	loraLive bool
-
-	// content counts the content keys seen (Settings.RemoveContent); they
-	// are left out of the snapshot.
-	content int
 }
 
 func (sn *snapshot) fill(attrs pcommon.Map, set *Settings, lk *loraKeys) {
@@ -262,10 +258,6 @@ func (sn *snapshot) fill(attrs pcommon.Map, set *Settings, lk *loraKeys) {
 		i := keyIndex(k)
 		switch {
 		case i < 0:
-			if set.content != nil && set.content.Match(k) {
-				sn.content++
-				return true
-			}
 			if lk.maybeLoRA(k) {
 				for j := 0; j < len(loras) && j < maxLoRA; j++ {
 					if loras[j] == k && sn.loraSeen&(1<<j) == 0 {
@@ -278,14 +270,7 @@ func (sn *snapshot) fill(attrs pcommon.Map, set *Settings, lk *loraKeys) {
 			}
 			return true
 		case i == kFinishReasons:
-			if set.contentReasons {
-				sn.content++
-			} else {
-				sn.failure = failureOf(v)
-			}
-			return true
-		case set.contentKeys[i]:
-			sn.content++
+			sn.failure = failureOf(v)
 			return true
 		}
 		sc := scalar{typ: v.Type()}

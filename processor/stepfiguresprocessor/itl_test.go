@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package inferenceprocessor
+package stepfiguresprocessor
 
 import (
 	"testing"
@@ -11,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadatatest"
+	"github.com/inferprof/inferprof/processor/stepfiguresprocessor/internal/metadatatest"
 )
 
 var itlBase = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -72,7 +73,6 @@ func vllmSpan(service, id string, start, end float64, outputTokens int64) ptrace
 
 func TestInterTokenLatencyFromSteps(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
-	cfg.PhaseSpans = false
 	// Tokens at 0.10, 0.12, 0.14, 0.30 (a stall), 0.32: gaps 20, 20, 160, 20 ms.
 	steps := stepBatch("vllm", 1, []float64{0.10, 0.12, 0.14, 0.30, 0.32}, "req-1")
 	spans, tel := runTraces(t, cfg, steps, vllmSpan("vllm", "req-1", 0, 0.35, 5))
@@ -96,13 +96,12 @@ func TestInterTokenLatencyFromSteps(t *testing.T) {
 	require.True(t, ok, "engine.step spans must pass through")
 	_, ok = step.Attributes().Get(names.AttrStepRequestIDs)
 	assert.True(t, ok)
-	metadatatest.AssertEqualProcessorInferenceSteps(t, tel, []metricdata.DataPoint[int64]{{Value: 5}},
+	metadatatest.AssertEqualProcessorStepFiguresSteps(t, tel, []metricdata.DataPoint[int64]{{Value: 5}},
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 }
 
 func TestInterTokenLatencyStepsAfterRequestInBatch(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
-	cfg.PhaseSpans = false
 	// One batch carrying the request span before its steps still works.
 	td := vllmSpan("vllm", "req-2", 0, 0.2, 3)
 	stepBatch("vllm", 1, []float64{0.05, 0.10, 0.15}, "req-2").ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
@@ -112,7 +111,6 @@ func TestInterTokenLatencyStepsAfterRequestInBatch(t *testing.T) {
 
 func TestInterTokenLatencyMissingSteps(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
-	cfg.PhaseSpans = false
 	cfg.EngineSteps.MaxAge = time.Second
 
 	t.Run("steps evicted before the request span came", func(t *testing.T) {
@@ -146,4 +144,101 @@ func TestInterTokenLatencyOff(t *testing.T) {
 	steps := stepBatch("vllm", 1, []float64{0.05, 0.10}, "req-6")
 	spans, _ := runTraces(t, cfg, steps, vllmSpan("vllm", "req-6", 0, 0.2, 2))
 	absent(t, spans["llm_request"], names.AttrITLP50, names.AttrStepsMissing)
+}
+
+func TestITLGapsCapped(t *testing.T) {
+	ends := make([]float64, 0, 301)
+	for i := range 301 {
+		// 300 gaps: 10 ms, with every 30th 100 ms.
+		gap := 0.01
+		if i%30 == 29 {
+			gap = 0.1
+		}
+		if i == 0 {
+			ends = append(ends, 0.1)
+			continue
+		}
+		ends = append(ends, ends[i-1]+gap)
+	}
+	run := func(maxGaps int) ptrace.Span {
+		cfg := createDefaultConfig().(*Config)
+		cfg.EngineSteps.MaxITLGaps = maxGaps
+		spans, _ := runTraces(t, cfg, stepBatch("vllm", 1, ends, "req-1"),
+			vllmSpan("vllm", "req-1", 0, ends[len(ends)-1]+0.01, int64(len(ends))))
+		return spans["llm_request"]
+	}
+	s := run(256)
+	v, ok := s.Attributes().Get(names.AttrITLGaps)
+	require.True(t, ok)
+	gaps := v.Slice()
+	require.Equal(t, 256, gaps.Len())
+	assert.InDelta(t, 0.01, gaps.At(0).Double(), 1e-9, "the smallest")
+	assert.InDelta(t, 0.1, gaps.At(255).Double(), 1e-9, "the largest")
+	// The share of long gaps survives: 10 of 300 then, about 256/30 now.
+	long := 0
+	for i := range gaps.Len() {
+		if gaps.At(i).Double() > 0.05 {
+			long++
+		}
+	}
+	assert.InDelta(t, 256.0/30, long, 1)
+	// The summaries still cover every gap.
+	assert.InDelta(t, 0.1, dbl(t, s, names.AttrITLMax), 1e-9)
+	assert.Equal(t, int64(300), integer(t, s, names.AttrDecodeSteps))
+
+	s = run(0)
+	absent(t, s, names.AttrITLGaps)
+	assert.InDelta(t, 0.1, dbl(t, s, names.AttrITLMax), 1e-9)
+
+	s = run(1000)
+	v, _ = s.Attributes().Get(names.AttrITLGaps)
+	assert.Equal(t, 300, v.Slice().Len(), "under the cap every gap, in order")
+	assert.InDelta(t, 0.01, v.Slice().At(0).Double(), 1e-9)
+	assert.InDelta(t, 0.1, v.Slice().At(28).Double(), 1e-9)
+}
+
+// TestOnlyWholeUnprocessedRequestsGetFigures: the figures go on a span that
+// is a whole engine request with a string request id. vLLM's llm_core (the
+// engine half of a request whose API span gets them), a span an inference
+// processor upstream already processed, and a request id that is not a
+// string get nothing, though their steps are in the window.
+func TestOnlyWholeUnprocessedRequestsGetFigures(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	steps := stepBatch("vllm", 1, []float64{0.10, 0.12, 0.14}, "req-7")
+
+	core := vllmSpan("vllm", "req-7", 0, 0.2, 3)
+	s := core.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	s.SetName("llm_core")
+	s.Events().AppendEmpty().SetName("journey.QUEUED")
+	spans, _ := runTraces(t, cfg, clone(steps), core)
+	absent(t, spans["llm_core"], names.AttrITLMax, names.AttrDecodeSteps, names.AttrStepsMissing)
+
+	done := vllmSpan("vllm", "req-7", 0, 0.2, 3)
+	done.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr(names.AttrBottleneck, "decode")
+	spans, _ = runTraces(t, cfg, clone(steps), done)
+	absent(t, spans["llm_request"], names.AttrITLMax, names.AttrDecodeSteps)
+
+	intID := vllmSpan("vllm", "req-7", 0, 0.2, 3)
+	intID.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutInt(names.AttrRequestID, 7)
+	spans, _ = runTraces(t, cfg, clone(steps), intID)
+	absent(t, spans["llm_request"], names.AttrITLMax, names.AttrDecodeSteps)
+
+	// The same request as the engine wrote it does get them.
+	spans, _ = runTraces(t, cfg, clone(steps), vllmSpan("vllm", "req-7", 0, 0.2, 3))
+	assert.InDelta(t, 0.02, dbl(t, spans["llm_request"], names.AttrITLMax), 1e-9)
+}
+
+// TestBothOffPassesEverything: with engine_steps and gpu off the processor
+// passes every span as it came.
+func TestBothOffPassesEverything(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.EngineSteps.Enabled, cfg.GPU.Enabled = false, false
+	in := stepBatch("vllm", 1, []float64{0.10, 0.12}, "req-8")
+	vllmSpan("vllm", "req-8", 0, 0.2, 2).ResourceSpans().MoveAndAppendTo(in.ResourceSpans())
+	want := clone(in)
+	h := newHarness(t, cfg, processortest.NewNopSettings(processortest.NopType))
+	h.consume(t, in)
+	require.NoError(t, h.tp.Shutdown(t.Context()))
+	require.Len(t, h.sink.AllTraces(), 1)
+	assert.Equal(t, want, h.sink.AllTraces()[0])
 }

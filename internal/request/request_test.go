@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/redact"
 )
 
 func newSpan(name string, attrs map[string]any) ptrace.Span {
@@ -268,39 +267,6 @@ func TestLoRAOrder(t *testing.T) {
 			assert.Equal(t, tc.want, v.Str())
 		})
 	}
-}
-
-// TestRemoveContent: with RemoveContent, Normalize deletes content keys in
-// its own walk and reads the span as if they had been deleted before, also
-// when a pattern names a key it would otherwise read.
-func TestRemoveContent(t *testing.T) {
-	set := &Settings{OperationName: "x", LoRAAttributes: []string{"lora_name"}}
-	set.RemoveContent(redact.NewMatcher([]string{"gen_ai.prompt*", names.AttrRequestID, srcFinishReasons, "lora_name"}))
-	s := newSpan("llm_request", map[string]any{
-		names.AttrE2E: 1.0, names.AttrTimeToFirstToken: 0.1,
-		"gen_ai.prompt": "secret", "gen_ai.prompt.0.content": "secret",
-		names.AttrRequestID: "chatcmpl-1", srcFinishReasons: `["abort"]`, "lora_name": "adapter",
-	})
-	r := Normalize(KindTensorRTLLM, s, &Resource{}, set, Queue{}, nil)
-	assert.Equal(t, 5, r.ContentRemoved)
-	assert.Empty(t, r.RequestID)
-	for _, k := range []string{"gen_ai.prompt", "gen_ai.prompt.0.content", names.AttrRequestID, srcFinishReasons, "lora_name"} {
-		_, ok := s.Attributes().Get(k)
-		assert.False(t, ok, k)
-	}
-	op, _ := s.Attributes().Get(names.AttrOperationName)
-	assert.Equal(t, "x", op.Str(), "the request id was content, so it names no operation")
-	_, ok := s.Attributes().Get(names.AttrErrorType)
-	assert.False(t, ok, "the finish reasons were content, so the request is not aborted")
-	_, ok = s.Attributes().Get(names.AttrLoRAAdapter)
-	assert.False(t, ok, "the LoRA key was content")
-
-	// An already processed span still loses its content, and nothing else.
-	s = newSpan("llm_request", map[string]any{names.AttrE2E: 1.0, names.AttrBottleneck: "decode", "gen_ai.prompt": "secret"})
-	r = Normalize(KindVLLM, s, &Resource{}, set, Queue{}, nil)
-	assert.True(t, r.Processed)
-	assert.Equal(t, 1, r.ContentRemoved)
-	assert.Equal(t, 2, s.Attributes().Len())
 }
 
 // TestSGLangAbortShape: SGLang 0.5.23 ends a root aborted in the waiting

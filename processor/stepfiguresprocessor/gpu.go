@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package inferenceprocessor // import "github.com/inferprof/inferprof/processor/inferenceprocessor"
+package stepfiguresprocessor // import "github.com/inferprof/inferprof/processor/stepfiguresprocessor"
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/spanbatch"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/internal/stepwire"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
 
 // gpuTick is how often held spans are checked: a step whose kernel records
@@ -56,18 +56,6 @@ type heldRequest struct {
 	arrival      time.Time
 	finish       time.Time
 	deadline     time.Time
-	// after is what the span goes through once it has its figures (cost
-	// reads inferprof.gpu.time); nil under defer_figures.
-	after *afterGPU
-}
-
-// afterGPU is what engineSpan needs of a request span held for its GPU
-// figures: its resource, what Normalize found, and whether the agent
-// assembly may hold it in turn (not a span the SGLang join held already).
-type afterGPU struct {
-	ri      resourceInfo
-	r       request.Result
-	canHold bool
 }
 
 func newGPUJoin(cfg GPUConfig) *gpuJoin {
@@ -134,7 +122,7 @@ func hasStepGPU(a pcommon.Map) bool {
 // holdStep registers an engine.step span with the window. It returns true
 // when the span was moved out of the batch to wait for its kernels; else the
 // span says why it has no figures and passes on now.
-func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, ref stepwindow.Ref, hasRef bool) bool {
+func (p *stepFiguresProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, ref stepwindow.Ref, hasRef bool) bool {
 	g := p.gpu
 	if g.win == nil || hasStepGPU(span.Attributes()) {
 		return false // not started, or figures made elsewhere (Kineto)
@@ -165,7 +153,7 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 		g.mu.Lock()
 		ok, why = g.win.AddStep(info)
 		if ok {
-			hs.td = takeSpan(rs, ss, span)()
+			hs.td = spanbatch.Take(rs, ss, span)()
 			g.steps++
 		}
 		g.mu.Unlock()
@@ -180,30 +168,19 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 	if hasRef {
 		p.steps.SetGPU(ref, &stepwindow.GPU{Missing: string(why)})
 	}
-	p.tel.ProcessorInferenceGpuSteps.Add(ctx, 1, g.outcome(string(why))...)
+	p.tel.ProcessorStepFiguresGpuSteps.Add(ctx, 1, g.outcome(string(why))...)
 	return false
-}
-
-func onlySpan(td ptrace.Traces) ptrace.Span {
-	return td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 }
 
 // requestGPU writes a request's GPU figures, or holds the span while some of
 // its steps are still gathering theirs. It returns true when it held it.
-// id is the span's request id ("" when it is none); r, what Normalize
-// found (nil under defer_figures), for engineSpan once it is released;
-// found, what the inter-token look-up found, which saves a second look-up.
-func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span,
-	ri *resourceInfo, id string, r *request.Result, canHold bool, found *stepsFound,
+// instance and id are the span's as interTokenLatency got them; found is
+// what its look-up found, which saves a second look-up.
+func (p *stepFiguresProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span,
+	instance, id string, found *stepsFound,
 ) bool {
 	g := p.gpu
-	if id == "" || p.steps == nil {
-		return false
-	}
 	rg := found.gpu
-	if !found.looked {
-		rg = p.steps.LookupGPU(ri.instance, id, span.StartTimestamp().AsTime(), span.EndTimestamp().AsTime())
-	}
 	if !rg.Known() {
 		return false
 	}
@@ -211,11 +188,8 @@ func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceS
 		g.mu.Lock()
 		if g.steps+len(g.requests) < g.maxHeld {
 			h := &heldRequest{
-				instance: ri.instance, id: id, arrival: span.StartTimestamp().AsTime(), finish: span.EndTimestamp().AsTime(),
-				deadline: p.now().Add(g.wait), td: takeSpan(rs, ss, span)(),
-			}
-			if r != nil {
-				h.after = &afterGPU{ri: *ri, r: *r, canHold: canHold}
+				instance: instance, id: id, arrival: span.StartTimestamp().AsTime(), finish: span.EndTimestamp().AsTime(),
+				deadline: p.now().Add(g.wait), td: spanbatch.Take(rs, ss, span)(),
 			}
 			g.requests = append(g.requests, h)
 			g.mu.Unlock()
@@ -223,22 +197,13 @@ func (p *inferenceProcessor) requestGPU(ctx context.Context, rs ptrace.ResourceS
 		}
 		g.mu.Unlock()
 	}
-	p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
+	p.tel.ProcessorStepFiguresGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
 	return false
-}
-
-// requestID is the id a normalized span's GPU figures are looked up by: ""
-// for spans that are not whole requests or were processed before.
-func requestID(r *request.Result) string {
-	if !r.Request || r.Processed {
-		return ""
-	}
-	return r.RequestID
 }
 
 // tickGPU passes on the step spans whose kernels are in, then the request
 // spans whose steps all have their figures (or whose wait is over).
-func (p *inferenceProcessor) tickGPU(ctx context.Context, now time.Time) {
+func (p *stepFiguresProcessor) tickGPU(ctx context.Context, now time.Time) {
 	g := p.gpu
 	out := ptrace.NewTraces()
 	g.mu.Lock()
@@ -251,11 +216,11 @@ func (p *inferenceProcessor) tickGPU(ctx context.Context, now time.Time) {
 		if !ok {
 			continue
 		}
-		r.WriteAttributes(onlySpan(hs.td).Attributes())
+		r.WriteAttributes(spanbatch.Only(hs.td).Attributes())
 		if hs.hasRef {
 			p.steps.SetGPU(hs.ref, stepGPU(r))
 		}
-		p.tel.ProcessorInferenceGpuSteps.Add(ctx, 1, g.outcome(string(r.Missing))...)
+		p.tel.ProcessorStepFiguresGpuSteps.Add(ctx, 1, g.outcome(string(r.Missing))...)
 		hs.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
 	clear(g.results)
@@ -265,57 +230,45 @@ func (p *inferenceProcessor) tickGPU(ctx context.Context, now time.Time) {
 	g.requests = nil
 	g.mu.Unlock()
 	var keep []*heldRequest
-	var b batchState
 	for _, h := range reqs {
 		rg := p.steps.LookupGPU(h.instance, h.id, h.arrival, h.finish)
 		if rg.Pending > 0 && now.Before(h.deadline) {
 			keep = append(keep, h)
 			continue
 		}
-		span := onlySpan(h.td)
-		p.tel.ProcessorInferenceGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
-		if a := h.after; a != nil && p.wantsEngineSpan(span, &a.r) {
-			var take func() ptrace.Traces
-			if a.canHold {
-				td := h.td
-				take = func() ptrace.Traces { return td }
-			}
-			if p.engineSpan(&b, span, &a.ri, &a.r, take) {
-				continue // the agent assembly holds it now
-			}
-		}
+		span := spanbatch.Only(h.td)
+		p.tel.ProcessorStepFiguresGpuRequests.Add(ctx, 1, g.outcome(writeRequestGPU(span.Attributes(), &rg))...)
 		h.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
 	g.mu.Lock()
 	g.requests = append(keep, g.requests...)
 	g.mu.Unlock()
-	if p.join == nil && p.agents == nil {
-		p.retryRefused(ctx) // else expire does
-	}
 	p.sendHeld(ctx, out)
-	p.finishBatch(ctx, &b)
 }
 
-// sendHeld passes released spans on in a batch of their own; a refusal is
-// retried on the next ticks, as for the SGLang join.
-func (p *inferenceProcessor) sendHeld(ctx context.Context, td ptrace.Traces) {
+// sendHeld passes released spans on in a batch of their own: they belong
+// to earlier batches, whose senders were answered when they were held. A
+// refusal is counted and logged, as groupbytrace does; the exporters'
+// sending queues are where retries belong.
+func (p *stepFiguresProcessor) sendHeld(ctx context.Context, td ptrace.Traces) {
 	if td.ResourceSpans().Len() == 0 {
 		return
 	}
 	if err := p.next.ConsumeTraces(ctx, td); err != nil {
-		p.refused(ctx, td, 1, err)
+		p.tel.ProcessorStepFiguresReleaseFailures.Add(ctx, int64(td.SpanCount()))
+		p.warn.Warn("Next consumer refused spans held for their GPU figures; they are lost (otelcol_processor_step_figures_release_failures)",
+			zap.Int("spans", td.SpanCount()), zap.Error(err))
 	}
 }
 
 // drainGPU releases everything held, as it stands, at shutdown.
-func (p *inferenceProcessor) drainGPU(ctx context.Context) error {
+func (p *stepFiguresProcessor) drainGPU(ctx context.Context) {
 	g := p.gpu
 	p.tickGPU(ctx, time.Unix(1<<40, 0)) // every deadline is past
 	g.win.Release()
 	if n := g.held(); n > 0 {
 		p.logger.Warn("spans still held for GPU figures at shutdown", zap.Int("spans", n))
 	}
-	return nil
 }
 
 // stepGPU is what the step window keeps of a step's figures.

@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package request // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+package request // import "github.com/inferprof/inferprof/internal/request"
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"

@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package request // import "github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
+package request // import "github.com/inferprof/inferprof/internal/request"
 
 import (
 	"strings"
@@ -253,13 +253,4 @@ func SGLangRole(name string) (string, bool) {
 		return RoleUnified, true
 	}
 	return "", false
-}
-
-// ClassifyKeys are the span attribute keys Classify reads. A caller that
-// removes content only after Classify (see Settings.RemoveContent) must make
-// sure none of them is content, or Classify would see what it should not.
-var ClassifyKeys = []string{
-	names.AttrTimeInPrefill, names.AttrTimeInDecode, srcInference, names.AttrRequestID, srcKVTransfer, srcTopK,
-	srcScheduler, srcNumSequences, names.AttrE2E, names.AttrTimeToFirstToken,
-	tgiTotal, tgiQueue, tgiInference, tgiValidation, tgiPerToken, tgiParameters, codeNamespace,
 }
