@@ -1,7 +1,7 @@
 # Copyright The inferprof Authors
 # SPDX-License-Identifier: Apache-2.0
 
-# The local timeline (GET /timeline on the graphsignal exporter's listener).
+# The local timeline (GET /timeline on the inferprof_ui exporter's listener).
 #  - make timeline: save the running collector's last TIMELINE_LAST to
 #    TIMELINE_OUT (Chrome Trace Event JSON, for ui.perfetto.dev or
 #    chrome://tracing), through bin/inferprof-run --timeline.
@@ -21,5 +21,5 @@ timeline:
 
 bench-timeline: $(BENCHSTAT)
 	@mkdir -p $(BENCH_OUT)
-	$(GO) test -run '^$$' -bench '^Benchmark(Ingest|Render)$$' -benchmem -count $(BENCHCOUNT) ./exporter/graphsignalexporter/internal/timeline/ | tee $(BENCH_OUT)/timeline.txt
+	$(GO) test -run '^$$' -bench '^Benchmark(Ingest|Render)$$' -benchmem -count $(BENCHCOUNT) ./exporter/inferprofuiexporter/internal/timeline/ | tee $(BENCH_OUT)/timeline.txt
 	$(BENCHSTAT) -col /impl $(BENCH_OUT)/timeline.txt
