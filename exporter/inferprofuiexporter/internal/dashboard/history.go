@@ -133,9 +133,10 @@ type gpu struct {
 	limit          float64
 }
 
-// History accumulates what the metrics exporter accepted (after the delta
-// step, the same data the /signals store gets), under the source names, so
-// kernel categories survive Graphsignal's renaming. Safe for concurrent use.
+// History accumulates the deltas of what the exporter's metrics pipelines
+// gave it (the same data the /signals store gets), under the source names,
+// so kernel categories survive Graphsignal's renaming. Safe for concurrent
+// use.
 type History struct {
 	mu      sync.Mutex
 	latency map[string]*ring[*hist]
