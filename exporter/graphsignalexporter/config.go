@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -104,9 +105,56 @@ type TracesConfig struct {
 
 var _ component.Config = (*Config)(nil)
 
-// Unmarshal decodes the configuration; a value that is not a duration is
-// named in the error along with its key (internal/confdur).
-func (cfg *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, cfg) }
+// Unmarshal decodes the configuration: a value that is not a duration is
+// named in the error along with its key (internal/confdur), and so is a key
+// this exporter does not have.
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := confdur.Unmarshal(conf, cfg); err != nil {
+		return err
+	}
+	return checkKeys(conf)
+}
+
+// strictConfig has Config's keys without the Unmarshal methods of
+// confighttp's ClientConfig and ServerConfig, which decode with
+// WithIgnoreUnused: squash-embedded, the client's switches the unknown-key
+// check off for the whole configuration, so a typo or a renamed key
+// (local_endpoint) would start and be ignored. otlp_http v0.161.0 has the
+// same hole, upstream's.
+type strictConfig struct {
+	ClientConfig      strictClient                                             `mapstructure:",squash"`
+	APIKey            configopaque.String                                      `mapstructure:"api_key"`
+	Tags              map[string]string                                        `mapstructure:"tags"`
+	Names             encode.Names                                             `mapstructure:"names"`
+	Local             strictServer                                             `mapstructure:"local"`
+	LocalAllowedHosts []string                                                 `mapstructure:"local_allowed_hosts"`
+	Traces            TracesConfig                                             `mapstructure:"traces"`
+	Timeline          any                                                      `mapstructure:"timeline"`
+	Dashboard         any                                                      `mapstructure:"dashboard"`
+	QueueConfig       configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
+	RetryConfig       configretry.BackOffConfig                                `mapstructure:"retry_on_failure"`
+}
+
+// strictClient and strictServer have confighttp's fields and none of its
+// methods.
+type (
+	strictClient confighttp.ClientConfig
+	strictServer confighttp.ServerConfig
+)
+
+func checkKeys(conf *confmap.Conf) error {
+	def := createDefaultConfig().(*Config)
+	strict := strictConfig{
+		ClientConfig: strictClient(def.ClientConfig), Local: strictServer(def.Local),
+		Names: def.Names, QueueConfig: def.QueueConfig, RetryConfig: def.RetryConfig,
+	}
+	if err := conf.Unmarshal(&strict); err != nil {
+		// The shadow type's name means nothing to a user.
+		msg := strings.ReplaceAll(err.Error(), "'graphsignalexporter.strictConfig' has invalid keys", "unknown keys")
+		return errors.New(strings.ReplaceAll(msg, "'local' has invalid keys", "unknown keys in local"))
+	}
+	return nil
+}
 
 func createDefaultConfig() component.Config {
 	queue := exporterhelper.NewDefaultQueueConfig()
