@@ -104,7 +104,7 @@ func TestProcessesOfOneServiceAddUp(t *testing.T) {
 		ConfigFiles: []string{shippedConfig("default.yaml")},
 		Env:         append(defaultEnv(t, ports, t.TempDir()), "INFERPROF_METRICS_FLUSH_INTERVAL=200ms"),
 	})
-	prom, local := ports.Addr("prometheus"), ports.Addr("graphsignal_local")
+	prom, local, ui := ports.Addr("prometheus"), ports.Addr("graphsignal_local"), ports.Addr("ui")
 
 	// Scrape all along; every value read is kept.
 	var mu sync.Mutex
@@ -149,7 +149,7 @@ func TestProcessesOfOneServiceAddUp(t *testing.T) {
 		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			assert.Equal(ct, total, promRequests(prom), "%s: Prometheus", what)
 			assert.Equal(ct, total, signalsRequests(t, local), "%s: /signals", what)
-			assert.Equal(ct, total, dashboardRequests(local), "%s: dashboard", what)
+			assert.Equal(ct, total, dashboardRequests(ui), "%s: dashboard", what)
 		}, 90*time.Second, 100*time.Millisecond, what)
 	}
 

@@ -166,7 +166,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	c, ports, sockDir := startShipped(t)
 	tr := feedTraffic(t, ports, sockDir)
-	addr := ports.Addr("graphsignal_local")
+	addr := ports.Addr("ui")
 	waitForTraffic(t, c, addr, tr)
 	origin := "http://" + addr
 

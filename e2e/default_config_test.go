@@ -41,6 +41,7 @@ func defaultEnv(t testing.TB, ports *e2etest.Ports, dataDir string) []string {
 		"INFERPROF_PROMETHEUS_ENDPOINT=" + ports.Addr("prometheus"),
 		fmt.Sprintf("INFERPROF_TELEMETRY_PORT=%d", ports.Port("telemetry")),
 		"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT=" + ports.Addr("graphsignal_local"),
+		"INFERPROF_UI_ENDPOINT=" + ports.Addr("ui"),
 		"INFERPROF_DATA_DIR=" + dataDir,
 		"INFERPROF_ENGINE_TARGETS_DIR=" + filepath.Join(dataDir, "engines"),
 		"INFERPROF_CUPTI_ENDPOINT=" + filepath.Join(dataDir, "cupti.sock"),
@@ -225,6 +226,12 @@ func TestOwnListenerInUseNamesVariable(t *testing.T) {
 		hold func(t *testing.T, dataDir string, ports *e2etest.Ports) string
 	}{
 		{"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT", func(t *testing.T, _ string, _ *e2etest.Ports) string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			return l.Addr().String()
+		}},
+		{"INFERPROF_UI_ENDPOINT", func(t *testing.T, _ string, _ *e2etest.Ports) string {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = l.Close() })

@@ -59,7 +59,7 @@ func TestReadmeListsEveryVariable(t *testing.T) {
 			assert.Containsf(t, row, "`"+d+"`", "README.md's default for %s", v)
 		}
 	}
-	for _, v := range []string{"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT", "INFERPROF_STEP_ENDPOINT", "INFERPROF_CUPTI_ENDPOINT"} {
+	for _, v := range []string{"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT", "INFERPROF_UI_ENDPOINT", "INFERPROF_STEP_ENDPOINT", "INFERPROF_CUPTI_ENDPOINT"} {
 		assert.Contains(t, vars, v, "the check reads the configs")
 	}
 }

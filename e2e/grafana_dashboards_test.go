@@ -233,7 +233,7 @@ func TestGrafanaDashboardsUseExportedNames(t *testing.T) {
 
 	c, ports, sockDir := startShipped(t)
 	tr := feedTraffic(t, ports, sockDir)
-	waitForTraffic(t, c, ports.Addr("graphsignal_local"), tr)
+	waitForTraffic(t, c, ports.Addr("ui"), tr)
 	// Not fatal: past the wait, the checks below name what is missing.
 	var scraped map[string]map[string]bool
 	assert.Eventually(t, func() bool {

@@ -216,7 +216,7 @@ func TestGrafanaPanelsOnRealPrometheus(t *testing.T) {
 	begin := time.Now().Add(-promScrape)
 
 	tr := feedTraffic(t, ports, sockDir)
-	waitForTraffic(t, c, ports.Addr("graphsignal_local"), tr)
+	waitForTraffic(t, c, ports.Addr("ui"), tr)
 	total, _, _ := tr.counts()
 	// Both rounds' requests must be in Prometheus before the panels are read:
 	// the first round gives each series its first sample, the second moves it.
@@ -257,7 +257,7 @@ func TestGrafanaPanelsOnRealPrometheus(t *testing.T) {
 	// last end, so the exporter adds it instead of resetting the counter.
 	require.Eventually(t, func() bool {
 		var d dashboardDoc
-		if !getJSON(t, "http://"+ports.Addr("graphsignal_local")+"/dashboard.json", &d) {
+		if !getJSON(t, "http://"+ports.Addr("ui")+"/dashboard.json", &d) {
 			return false
 		}
 		var secs float64

@@ -160,10 +160,12 @@ func TestGraphsignalDefaultConfigServesSignals(t *testing.T) {
 	}
 	assert.Len(t, doc.Context["instance.id"], 12)
 
+	// Health is health_check's (13133 in the shipped configs); this
+	// listener serves /signals only.
 	resp, err := http.Get("http://" + local + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	assert.Empty(t, srv.Uploads(), "no api_key: nothing leaves the host")
 	assert.Contains(t, c.Output(), "No api_key")
 }

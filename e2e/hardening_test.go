@@ -192,9 +192,9 @@ func TestForeignHostIsRefused(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	local := ports.Addr("graphsignal_local")
+	local, ui := ports.Addr("graphsignal_local"), ports.Addr("ui")
 	for _, tc := range []struct{ addr, path string }{
-		{local, "/signals"}, {local, "/dashboard.json"}, {local, "/timeline?last=60s"}, {local, "/"},
+		{local, "/signals"}, {ui, "/dashboard.json"}, {ui, "/timeline?last=60s"}, {ui, "/"},
 		{ports.Addr("prometheus"), "/metrics"},
 	} {
 		assert.Equal(t, http.StatusForbidden, get(tc.addr, tc.path, "evil.example"), tc.path)
@@ -211,8 +211,8 @@ func TestForeignHostIsRefused(t *testing.T) {
 	code, _ = postGuarded(t, ports.Addr("otlp_http"), "", "application/json", js)
 	assert.Equal(t, http.StatusOK, code)
 	// request_guard counts what it refused: 4 paths x 2 names on the
-	// graphsignal listener (its own check stands behind, for configs
-	// without the guard), 2 on Prometheus, 1 on OTLP.
+	// graphsignal and inferprof_ui listeners (their own check stands
+	// behind, for configs without the guard), 2 on Prometheus, 1 on OTLP.
 	require.Eventually(t, func() bool {
 		v, _ := promValue(ports.Port("telemetry"), "otelcol_request_guard_foreign_host_requests")
 		return v == 11

@@ -109,6 +109,6 @@ func TestLauncherNamesModelOnVLLMRequests(t *testing.T) {
 		return strings.Contains(get("http://"+ports.Addr("graphsignal_local")+"/signals"), `"qwen-e2e"`)
 	}, 60*time.Second, 100*time.Millisecond, "/signals never named the served model")
 	require.Eventually(t, func() bool {
-		return strings.Contains(get("http://"+ports.Addr("graphsignal_local")+"/dashboard.json"), `"qwen-e2e"`)
+		return strings.Contains(get("http://"+ports.Addr("ui")+"/dashboard.json"), `"qwen-e2e"`)
 	}, 60*time.Second, 100*time.Millisecond, "/dashboard.json never named the served model")
 }

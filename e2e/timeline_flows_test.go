@@ -43,7 +43,7 @@ type timelineEvent struct {
 func TestTimelineFlowsEndToEnd(t *testing.T) {
 	const host = "e2e-gpu-node"
 	c, ports, sockDir := startShipped(t)
-	addr := ports.Addr("graphsignal_local")
+	addr := ports.Addr("ui")
 	base := time.Now().Add(-10 * time.Second).Truncate(time.Millisecond)
 	replicas := correlationTimeline(base)
 

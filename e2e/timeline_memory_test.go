@@ -77,9 +77,8 @@ receivers:
       http:
         endpoint: {{addr "otlp_http"}}
 exporters:
-  graphsignal:
-    local:
-      endpoint: {{addr "graphsignal_local"}}
+  inferprof_ui:
+    endpoint: {{addr "ui"}}
     timeline:
       memory_limit_mib: 16
       max_age: 1h
@@ -91,7 +90,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      exporters: [graphsignal]
+      exporters: [inferprof_ui]
 `
 
 // TestParallelTimelineReadsBoundMemory: with the timeline store full, eight
@@ -103,7 +102,7 @@ service:
 func TestParallelTimelineReadsBoundMemory(t *testing.T) {
 	ports := e2etest.NewPorts(t)
 	c := e2etest.Start(t, e2etest.Options{Config: e2etest.Render(t, ports, t.TempDir(), timelineMemoryConfig)})
-	otlp, local := ports.Addr("otlp_http"), ports.Addr("graphsignal_local")
+	otlp, local := ports.Addr("otlp_http"), ports.Addr("ui")
 	now := time.Now()
 	const batch = 5000
 	seq := 0

@@ -59,6 +59,7 @@ func gatewayEnv(t *testing.T, ports *e2etest.Ports, name, host string, grpcPort 
 		"INFERPROF_PROMETHEUS_ENDPOINT=" + ports.Addr(name+"_prometheus"),
 		fmt.Sprintf("INFERPROF_TELEMETRY_PORT=%d", ports.Port(name+"_telemetry")),
 		"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT=" + ports.Addr(name+"_graphsignal"),
+		"INFERPROF_UI_ENDPOINT=" + ports.Addr(name+"_ui"),
 		"INFERPROF_DATA_DIR=" + t.TempDir(),
 		"INFERPROF_EXPORT_OTLP_ENDPOINT=" + sink,
 		"INFERPROF_EXPORT_OTLP_INSECURE=true",

@@ -11,6 +11,6 @@ BENCH_TARGETS += bench-graphsignal
 bench-graphsignal: $(BENCHSTAT)
 	@mkdir -p $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench '^BenchmarkEncode$$' -benchmem -count $(BENCHCOUNT) ./exporter/graphsignalexporter/ | tee $(BENCH_OUT)/graphsignal-encode.txt
-	$(GO) test -run '^$$' -bench '^BenchmarkConvert$$' -benchmem -count $(BENCHCOUNT) ./exporter/graphsignalexporter/internal/delta/ | tee $(BENCH_OUT)/graphsignal-delta.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkConvert$$' -benchmem -count $(BENCHCOUNT) ./internal/delta/ | tee $(BENCH_OUT)/graphsignal-delta.txt
 	$(BENCHSTAT) -col /impl $(BENCH_OUT)/graphsignal-encode.txt
 	$(BENCHSTAT) -col /impl $(BENCH_OUT)/graphsignal-delta.txt

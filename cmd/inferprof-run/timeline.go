@@ -20,7 +20,8 @@ import (
 )
 
 const (
-	envLocalEndpoint     = "INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT"
+	// The inferprof_ui exporter's listener, where /timeline is served.
+	envLocalEndpoint     = "INFERPROF_UI_ENDPOINT"
 	defaultLocalEndpoint = "127.0.0.1:18259"
 )
 
@@ -37,7 +38,7 @@ func runTimeline(argv []string, getenv func(string) string, stdout, stderr io.Wr
 	out := fs.String("timeline", "", "save the collector's timeline (Chrome Trace Event JSON, for Perfetto UI or chrome://tracing) to this file and exit")
 	last := fs.Duration("last", 60*time.Second, "how much of the recent past to save")
 	endpoint := fs.String("local-endpoint", or(getenv(envLocalEndpoint), defaultLocalEndpoint),
-		"the graphsignal exporter's local listener ("+envLocalEndpoint+")")
+		"the inferprof_ui exporter's listener ("+envLocalEndpoint+")")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	if err := fs.Parse(argv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -92,7 +93,7 @@ func saveTimeline(endpoint string, last time.Duration, path string, timeout time
 	client := &http.Client{Timeout: timeout}
 	resp, err := client.Get(u.String())
 	if err != nil {
-		return 0, fmt.Errorf("timeline: %w (is the collector running with the graphsignal exporter's local endpoint on %s?)", err, endpoint)
+		return 0, fmt.Errorf("timeline: %w (is the collector running with the inferprof_ui exporter on %s?)", err, endpoint)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

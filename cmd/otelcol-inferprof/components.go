@@ -22,6 +22,7 @@ import (
 	prometheusexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter"
 	loadbalancingexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 	graphsignalexporter "github.com/inferprof/inferprof/exporter/graphsignalexporter"
+	inferprofuiexporter "github.com/inferprof/inferprof/exporter/inferprofuiexporter"
 	filestorage "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	pprofextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension"
@@ -108,6 +109,7 @@ func components() (otelcol.Factories, error) {
 		prometheusexporter.NewFactory(),
 		loadbalancingexporter.NewFactory(),
 		graphsignalexporter.NewFactory(),
+		inferprofuiexporter.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -121,6 +123,7 @@ func components() (otelcol.Factories, error) {
 		prometheusexporter.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter v0.161.0",
 		loadbalancingexporter.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter v0.161.0",
 		graphsignalexporter.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
+		inferprofuiexporter.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
 
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](

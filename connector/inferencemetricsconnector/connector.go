@@ -102,6 +102,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 			Disabled:            cfg.disabledMetrics(),
 			ScopeName:           metadata.ScopeName,
 			ScopeVersion:        set.BuildInfo.Version,
+			GoodputTargets:      cfg.Goodput.targets(),
 		}, pcommon.NewTimestampFromTime(clock.Now())),
 	}
 	err = tb.RegisterConnectorInferenceMetricsSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {

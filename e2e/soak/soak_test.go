@@ -114,6 +114,7 @@ func TestSoak(t *testing.T) {
 		"INFERPROF_PROMETHEUS_ENDPOINT=" + r.ports.Addr("prometheus"),
 		fmt.Sprintf("INFERPROF_TELEMETRY_PORT=%d", r.ports.Port("telemetry")),
 		"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT=" + r.ports.Addr("graphsignal_local"),
+		"INFERPROF_UI_ENDPOINT=" + r.ports.Addr("ui"),
 		"INFERPROF_DATA_DIR=" + r.dataDir,
 		"INFERPROF_CUPTI_ENDPOINT=" + filepath.Join(r.sockDir, "cupti.sock"),
 		"INFERPROF_STEP_ENDPOINT=" + filepath.Join(r.sockDir, "step.sock"),

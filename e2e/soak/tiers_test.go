@@ -50,6 +50,7 @@ func TestScaleTiers(t *testing.T) {
 		"INFERPROF_PROMETHEUS_ENDPOINT=" + ports.Addr("gw_prom"),
 		fmt.Sprintf("INFERPROF_TELEMETRY_PORT=%d", ports.Port("gw_tel")),
 		"INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT=" + ports.Addr("gw_gs"),
+		"INFERPROF_UI_ENDPOINT=" + ports.Addr("gw_ui"),
 		"INFERPROF_DATA_DIR=" + t.TempDir(),
 		"INFERPROF_EXPORT_OTLP_ENDPOINT=" + sink.Endpoint,
 		"INFERPROF_EXPORT_OTLP_INSECURE=true",

@@ -58,7 +58,7 @@ def main():
     sock = tempfile.mkdtemp(prefix="ip-", dir="/tmp")
     step = os.path.join(sock, "step.sock")
     col_env = dict(os.environ)
-    ports = {k: run.free_port() for k in ("grpc", "http", "health", "prom", "tel", "gs", "hooked", "plain")}
+    ports = {k: run.free_port() for k in ("grpc", "http", "health", "prom", "tel", "gs", "ui", "hooked", "plain")}
     col_env.update({
         "INFERPROF_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{ports['grpc']}",
         "INFERPROF_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{ports['http']}",
@@ -66,6 +66,7 @@ def main():
         "INFERPROF_PROMETHEUS_ENDPOINT": f"127.0.0.1:{ports['prom']}",
         "INFERPROF_TELEMETRY_PORT": str(ports["tel"]),
         "INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT": f"127.0.0.1:{ports['gs']}",
+        "INFERPROF_UI_ENDPOINT": f"127.0.0.1:{ports['ui']}",
         "INFERPROF_STEP_ENDPOINT": step, "INFERPROF_CUPTI_ENDPOINT": os.path.join(sock, "cupti.sock"),
         "INFERPROF_DATA_DIR": work,
     })

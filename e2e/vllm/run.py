@@ -151,7 +151,7 @@ def save(d, name, text):
 def run_mode(mode, args, work, model_dir):
     d = os.path.join(work, mode)
     os.makedirs(d)
-    ports = {k: free_port() for k in ("grpc", "http", "health", "prom", "tel", "gs", "vllm")}
+    ports = {k: free_port() for k in ("grpc", "http", "health", "prom", "tel", "gs", "ui", "vllm")}
     sock = tempfile.mkdtemp(prefix="ip-", dir="/tmp")  # short: Unix socket paths are ≤ 107 bytes
     os.chmod(sock, 0o700)
     col_env = dict(os.environ)
@@ -162,6 +162,7 @@ def run_mode(mode, args, work, model_dir):
         "INFERPROF_PROMETHEUS_ENDPOINT": f"127.0.0.1:{ports['prom']}",
         "INFERPROF_TELEMETRY_PORT": str(ports["tel"]),
         "INFERPROF_GRAPHSIGNAL_LOCAL_ENDPOINT": f"127.0.0.1:{ports['gs']}",
+        "INFERPROF_UI_ENDPOINT": f"127.0.0.1:{ports['ui']}",
         "INFERPROF_STEP_ENDPOINT": os.path.join(sock, "step.sock"),
         "INFERPROF_CUPTI_ENDPOINT": os.path.join(sock, "cupti.sock"),
         "INFERPROF_DATA_DIR": d,
@@ -235,8 +236,8 @@ def run_mode(mode, args, work, model_dir):
         outputs = {
             "prometheus": get(f"http://127.0.0.1:{ports['prom']}/metrics"),
             "signals": get(f"http://127.0.0.1:{ports['gs']}/signals"),
-            "timeline": get(f"http://127.0.0.1:{ports['gs']}/timeline?last=30m"),
-            "dashboard": get(f"http://127.0.0.1:{ports['gs']}/dashboard.json"),
+            "timeline": get(f"http://127.0.0.1:{ports['ui']}/timeline?last=30m"),
+            "dashboard": get(f"http://127.0.0.1:{ports['ui']}/dashboard.json"),
             "telemetry": get(f"http://127.0.0.1:{ports['tel']}/metrics"),
         }
         for k, v in outputs.items():

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -25,27 +26,16 @@ import (
 )
 
 const (
-	defaultEndpoint      = "https://api.graphsignal.com"
-	defaultLocalEndpoint = "127.0.0.1:18259"
+	defaultEndpoint = "https://api.graphsignal.com"
+	// 18259, the port the listener had before issue #28, is the
+	// inferprof_ui exporter's: where users open the dashboard.
+	defaultLocalEndpoint = "127.0.0.1:18260"
 	// Graphsignal's own uploader uses a 10 s request timeout.
 	defaultTimeout = 10 * time.Second
 	// Graphsignal's client uploads once a second and never more than
 	// 10000 signals at a time.
 	defaultFlushTimeout = time.Second
 	defaultMaxBatch     = 10000
-	// The timeline's default budget holds about 380,000 records of a busy
-	// engine's mix, mostly kernel spans: 4× the 95,318 a 16 MiB store holds
-	// in `go test -run TestBudgetMatchesHeap -v
-	// ./exporter/graphsignalexporter/internal/timeline/` (README, "Timeline
-	// memory").
-	defaultTimelineMiB = 64
-	defaultTimelineAge = 15 * time.Minute
-	// A busy minute of the default store renders to about 5 MB; the whole
-	// 64 MiB store to about 120 MB (issue #30).
-	defaultTimelineResponseMiB = 32
-	// The inference_metrics connector's default goodput targets.
-	defaultGoodputTTFT = 2 * time.Second
-	defaultGoodputTPOT = 100 * time.Millisecond
 )
 
 // Config is the graphsignal exporter's configuration.
@@ -73,8 +63,9 @@ type Config struct {
 	// OpenTelemetry names.
 	Names encode.Names `mapstructure:"names"`
 
-	// Local is the listener serving GET /signals and GET /health; default
-	// endpoint 127.0.0.1:18259. An empty endpoint disables it.
+	// Local is the listener serving GET /signals; default endpoint
+	// 127.0.0.1:18260. An empty endpoint disables it. Health is
+	// health_check's; the dashboard and the timeline inferprof_ui's.
 	Local confighttp.ServerConfig `mapstructure:"local"`
 	// LocalAllowedHosts are the names, besides loopback ones, a request to
 	// the local listener may give as its Host; any other is answered 403,
@@ -86,13 +77,11 @@ type Config struct {
 	// Traces configures the opt-in traces mode.
 	Traces TracesConfig `mapstructure:"traces"`
 
-	// Timeline configures GET /timeline on the local listener: the spans
-	// of a traces pipeline this exporter is in, and the NVML readings of
-	// its metrics pipeline, kept within a memory budget.
-	Timeline TimelineConfig `mapstructure:"timeline"`
-
-	// Dashboard configures the page at GET / on the local listener.
-	Dashboard DashboardConfig `mapstructure:"dashboard"`
+	// Timeline and Dashboard are the keys of the local UI, which the
+	// inferprof_ui exporter serves since issue #28; set here they are an
+	// error that says so.
+	Timeline  any `mapstructure:"timeline"`
+	Dashboard any `mapstructure:"dashboard"`
 
 	// QueueConfig is exporterhelper's sending_queue. Set storage to a
 	// file_storage extension for a queue that survives restarts.
@@ -114,55 +103,58 @@ type TracesConfig struct {
 	_ struct{}
 }
 
-// TimelineConfig bounds the local timeline.
-type TimelineConfig struct {
-	// Enabled keeps spans for GET /timeline; default true. It needs the
-	// local listener, and this exporter in a traces pipeline to get spans.
-	Enabled bool `mapstructure:"enabled"`
-	// MemoryLimitMiB is the estimated memory the kept records may use;
-	// default 64. Past it the oldest are dropped.
-	MemoryLimitMiB int64 `mapstructure:"memory_limit_mib"`
-	// MaxAge drops records older than this; default 15m.
-	MaxAge time.Duration `mapstructure:"max_age"`
-	// MaxResponseMiB caps one GET /timeline response; past it the events
-	// stop and the response says so (otherData.truncated and the
-	// X-Inferprof-Timeline-Truncated trailer). Default 32; must be positive.
-	// Responses are streamed and rendered one at a time, so this bounds
-	// neither the copy of the window's records a render holds (at most the
-	// store's budget) nor anything else: it bounds what a client receives.
-	MaxResponseMiB int64 `mapstructure:"max_response_mib"`
-
-	_ struct{}
-}
-
-// DashboardConfig configures the local dashboard.
-type DashboardConfig struct {
-	// Enabled serves the dashboard at GET /; default true. It needs the
-	// local listener.
-	Enabled bool `mapstructure:"enabled"`
-	// Goodput holds the targets drawn on the latency charts and named
-	// beside the goodput figure (which itself comes from the
-	// inference_metrics connector's counters). Keep them equal to the
-	// connector's goodput settings; defaults are the connector's.
-	Goodput GoodputTargets `mapstructure:"goodput"`
-
-	_ struct{}
-}
-
-// GoodputTargets are latency targets; 0 means none.
-type GoodputTargets struct {
-	TimeToFirstToken   time.Duration `mapstructure:"time_to_first_token"`
-	TimePerOutputToken time.Duration `mapstructure:"time_per_output_token"`
-	E2E                time.Duration `mapstructure:"e2e"`
-
-	_ struct{}
-}
-
 var _ component.Config = (*Config)(nil)
 
-// Unmarshal decodes the configuration; a value that is not a duration is
-// named in the error along with its key (internal/confdur).
-func (cfg *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, cfg) }
+// Unmarshal decodes the configuration: a value that is not a duration is
+// named in the error along with its key (internal/confdur), and so is a key
+// this exporter does not have.
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := confdur.Unmarshal(conf, cfg); err != nil {
+		return err
+	}
+	return checkKeys(conf)
+}
+
+// strictConfig has Config's keys without the Unmarshal methods of
+// confighttp's ClientConfig and ServerConfig, which decode with
+// WithIgnoreUnused: squash-embedded, the client's switches the unknown-key
+// check off for the whole configuration, so a typo or a renamed key
+// (local_endpoint) would start and be ignored. otlp_http v0.161.0 has the
+// same hole, upstream's.
+type strictConfig struct {
+	ClientConfig      strictClient                                             `mapstructure:",squash"`
+	APIKey            configopaque.String                                      `mapstructure:"api_key"`
+	Tags              map[string]string                                        `mapstructure:"tags"`
+	Names             encode.Names                                             `mapstructure:"names"`
+	Local             strictServer                                             `mapstructure:"local"`
+	LocalAllowedHosts []string                                                 `mapstructure:"local_allowed_hosts"`
+	Traces            TracesConfig                                             `mapstructure:"traces"`
+	Timeline          any                                                      `mapstructure:"timeline"`
+	Dashboard         any                                                      `mapstructure:"dashboard"`
+	QueueConfig       configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
+	RetryConfig       configretry.BackOffConfig                                `mapstructure:"retry_on_failure"`
+}
+
+// strictClient and strictServer have confighttp's fields and none of its
+// methods.
+type (
+	strictClient confighttp.ClientConfig
+	strictServer confighttp.ServerConfig
+)
+
+func checkKeys(conf *confmap.Conf) error {
+	def := createDefaultConfig().(*Config)
+	strict := strictConfig{
+		ClientConfig: strictClient(def.ClientConfig), Local: strictServer(def.Local),
+		Names: def.Names, QueueConfig: def.QueueConfig, RetryConfig: def.RetryConfig,
+	}
+	if err := conf.Unmarshal(&strict); err != nil {
+		// The shadow type's name means nothing to a user.
+		msg := strings.ReplaceAll(err.Error(), "'graphsignalexporter.strictConfig' has invalid keys", "unknown keys")
+		return errors.New(strings.ReplaceAll(msg, "'local' has invalid keys", "unknown keys in local"))
+	}
+	return nil
+}
 
 func createDefaultConfig() component.Config {
 	queue := exporterhelper.NewDefaultQueueConfig()
@@ -184,10 +176,6 @@ func createDefaultConfig() component.Config {
 		Local:        local,
 		QueueConfig:  configoptional.Some(queue),
 		RetryConfig:  configretry.NewDefaultBackOffConfig(),
-		Timeline:     TimelineConfig{Enabled: true, MemoryLimitMiB: defaultTimelineMiB, MaxAge: defaultTimelineAge, MaxResponseMiB: defaultTimelineResponseMiB},
-		Dashboard: DashboardConfig{Enabled: true, Goodput: GoodputTargets{
-			TimeToFirstToken: defaultGoodputTTFT, TimePerOutputToken: defaultGoodputTPOT,
-		}},
 	}
 }
 
@@ -223,26 +211,15 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("local.endpoint: %w", err))
 		}
 	}
-	if cfg.Timeline.Enabled {
-		if cfg.Timeline.MemoryLimitMiB <= 0 {
-			errs = append(errs, fmt.Errorf("timeline.memory_limit_mib: %d: must be positive", cfg.Timeline.MemoryLimitMiB))
+	for _, moved := range []struct {
+		key string
+		v   any
+	}{{"timeline", cfg.Timeline}, {"dashboard", cfg.Dashboard}} {
+		if moved.v != nil {
+			errs = append(errs, fmt.Errorf("%s: the dashboard and the timeline moved to the inferprof_ui exporter "+
+				"(docs/dashboard.md): move this block there and add inferprof_ui to the traces and metrics pipelines", moved.key))
 		}
-		if cfg.Timeline.MaxAge <= 0 {
-			errs = append(errs, fmt.Errorf("timeline.max_age: %s: must be positive", cfg.Timeline.MaxAge))
-		}
-		if cfg.Timeline.MaxResponseMiB <= 0 {
-			errs = append(errs, fmt.Errorf("timeline.max_response_mib: %d: must be positive", cfg.Timeline.MaxResponseMiB))
-		}
-		errs = append(errs, confdur.Min("timeline.max_age", cfg.Timeline.MaxAge, time.Second))
 	}
-	if g := cfg.Dashboard.Goodput; g.TimeToFirstToken < 0 || g.TimePerOutputToken < 0 || g.E2E < 0 {
-		errs = append(errs, errors.New("dashboard.goodput: targets must not be negative"))
-	}
-	// A bare number is nanoseconds: no latency target is that short.
-	errs = append(errs,
-		confdur.Min("dashboard.goodput.time_to_first_token", cfg.Dashboard.Goodput.TimeToFirstToken, time.Millisecond),
-		confdur.Min("dashboard.goodput.time_per_output_token", cfg.Dashboard.Goodput.TimePerOutputToken, time.Millisecond),
-		confdur.Min("dashboard.goodput.e2e", cfg.Dashboard.Goodput.E2E, time.Millisecond))
 	for k := range cfg.Tags {
 		if k == "" {
 			errs = append(errs, errors.New("tags: empty key"))

@@ -18,8 +18,8 @@ func TestDurationDecodeErrorNamesValue(t *testing.T) {
 		raw  map[string]any
 		want string
 	}{
-		{map[string]any{"timeline": map[string]any{"max_age": "1 hour"}}, `timeline.max_age: "1 hour" is not a duration; write a number with a unit`},
-		{map[string]any{"dashboard": map[string]any{"goodput": map[string]any{"e2e": true}}}, `dashboard.goodput.e2e: true is not a duration`},
+		{map[string]any{"timeout": "1 hour"}, `timeout: "1 hour" is not a duration; write a number with a unit`},
+		{map[string]any{"retry_on_failure": map[string]any{"initial_interval": true}}, `retry_on_failure.initial_interval: true is not a duration`},
 	} {
 		err := confmap.NewFromStringMap(tt.raw).Unmarshal(createDefaultConfig())
 		assert.ErrorContains(t, err, tt.want)

@@ -34,7 +34,7 @@ func loadConfig(t *testing.T, name string) (*Config, error) {
 func TestDefaultConfig(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	assert.Equal(t, "https://api.graphsignal.com", cfg.ClientConfig.Endpoint)
-	assert.Equal(t, "127.0.0.1:18259", cfg.Local.NetAddr.Endpoint)
+	assert.Equal(t, "127.0.0.1:18260", cfg.Local.NetAddr.Endpoint, "18259 is inferprof_ui's")
 	assert.Empty(t, cfg.APIKey)
 	assert.False(t, cfg.Traces.Enabled)
 	assert.Equal(t, encode.NamesGraphsignal, cfg.Names)
@@ -71,9 +71,6 @@ func TestLoadConfig(t *testing.T) {
 	want.Names = encode.NamesSource
 	want.Local.NetAddr.Endpoint = "127.0.0.1:28259"
 	want.Traces.Enabled = true
-	want.Timeline.MemoryLimitMiB = 256
-	want.Timeline.MaxAge = 30 * time.Minute
-	want.Dashboard.Goodput = GoodputTargets{TimeToFirstToken: 500 * time.Millisecond, TimePerOutputToken: 50 * time.Millisecond, E2E: 20 * time.Second}
 	want.RetryConfig.InitialInterval = time.Second
 	q := want.QueueConfig.Get()
 	id := component.MustNewID("file_storage")
@@ -91,8 +88,8 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_endpoint":       "endpoint: \"api.graphsignal.com\" is not an http(s) URL",
 		"bad_local":          "local.endpoint:",
 		"no_gzip":            "compression: \"zstd\": Graphsignal's ingest reads gzip bodies only",
-		"bad_timeline":       "timeline.memory_limit_mib: 0: must be positive",
-		"bad_goodput":        "dashboard.goodput: targets must not be negative",
+		"old_timeline":       "timeline: the dashboard and the timeline moved to the inferprof_ui exporter",
+		"old_dashboard":      "dashboard: the dashboard and the timeline moved to the inferprof_ui exporter",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(t, name)
@@ -108,6 +105,26 @@ func TestInvalidConfig(t *testing.T) {
 	err = sub.Unmarshal(createDefaultConfig())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `names: "otel" is not graphsignal or source`)
+}
+
+// TestUnknownKeys: a key the exporter does not have is an error that names
+// it, though confighttp's squashed client settings decode leniently.
+func TestUnknownKeys(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for name, want := range map[string]string{
+		"typo":           "unknown keys: api_kye",
+		"local_endpoint": "unknown keys: local_endpoint",
+		"local_typo":     "unknown keys in local: endpont",
+	} {
+		t.Run(name, func(t *testing.T) {
+			sub, err := cm.Sub("graphsignal/" + name)
+			require.NoError(t, err)
+			err = sub.Unmarshal(createDefaultConfig())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), want)
+		})
+	}
 }
 
 func TestEndpointTrailingSlash(t *testing.T) {

@@ -6,8 +6,8 @@ package graphsignalexporter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"go.uber.org/zap/zapcore"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -101,11 +101,9 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 }
 
 func (h *harness) localURL() string {
-	registryMu.Lock()
-	s := registry[h.cfg]
-	registryMu.Unlock()
-	require.NotNil(h.t, s)
-	return "http://" + s.addr.String()
+	s, err := instances.LoadOrStore(h.cfg, func() (*shared, error) { return nil, errors.New("not created") })
+	require.NoError(h.t, err)
+	return "http://" + s.Unwrap().addr.String()
 }
 
 func tags(ts []*signalsv1.Tag) map[string]string {
@@ -603,13 +601,16 @@ func TestLocalSignals(t *testing.T) {
 	require.NoError(t, h.logsExp.ConsumeLogs(t.Context(), newLogs()))
 	assert.Empty(t, h.srv.Uploads(), "no api_key: nothing uploaded")
 
-	resp, err := http.Get(h.localURL() + "/health")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.JSONEq(t, `{"status":"ok"}`, string(body))
+	// Health is health_check's, the dashboard and the timeline
+	// inferprof_ui's: /signals is all this listener serves.
+	for _, path := range []string{"/health", "/", "/timeline", "/dashboard.json"} {
+		resp, err := http.Get(h.localURL() + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
 
-	resp, err = http.Get(h.localURL() + "/signals")
+	resp, err := http.Get(h.localURL() + "/signals")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -702,9 +703,8 @@ func TestTracesMode(t *testing.T) {
 	cfg := syncConfig(srv.URL)
 	f := NewFactory()
 	set := metadatatest.NewSettings(componenttest.NewTelemetry())
-	cfg.Timeline.Enabled = false
 	_, err := f.CreateTraces(t.Context(), set, cfg)
-	require.ErrorIs(t, err, errTracesOff, "off by default, with the local timeline off")
+	require.ErrorIs(t, err, errTracesOff, "off by default")
 
 	cfg.Traces.Enabled = true
 	exp, err := f.CreateTraces(t.Context(), set, cfg)

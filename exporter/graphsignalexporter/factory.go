@@ -31,7 +31,7 @@ func createMetrics(_ context.Context, set exporter.Settings, cfg component.Confi
 	}
 	e, err := newMetricsExporter(s, set)
 	if err != nil {
-		_ = s.stop(context.Background(), false)
+		_ = s.Shutdown(context.Background())
 		return nil, err
 	}
 	return e, nil
@@ -44,19 +44,19 @@ func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) 
 	}
 	e, err := newLogsExporter(s, set)
 	if err != nil {
-		_ = s.stop(context.Background(), false)
+		_ = s.Shutdown(context.Background())
 		return nil, err
 	}
 	return e, nil
 }
 
-var errTracesOff = errors.New("neither traces mode nor the local timeline is on: set traces.enabled: true to upload spans to " +
-	"Graphsignal's /api/v1/signals/ endpoint, or timeline.enabled: true to keep them for GET /timeline on local.endpoint, " +
-	"or leave this exporter out of traces pipelines (request spans reach Graphsignal through the inference_metrics connector)")
+var errTracesOff = errors.New("traces mode is off: set traces.enabled: true to upload spans to " +
+	"Graphsignal's /api/v1/signals/ endpoint, or leave this exporter out of traces pipelines (request spans reach " +
+	"Graphsignal through the inference_metrics connector; the timeline is the inferprof_ui exporter's)")
 
 func createTraces(_ context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
 	c := cfg.(*Config)
-	if !c.Traces.Enabled && !c.Timeline.Enabled {
+	if !c.Traces.Enabled {
 		return nil, errTracesOff
 	}
 	s, err := acquire(set, c)
@@ -65,7 +65,7 @@ func createTraces(_ context.Context, set exporter.Settings, cfg component.Config
 	}
 	e, err := newTracesExporter(s, set)
 	if err != nil {
-		_ = s.stop(context.Background(), false)
+		_ = s.Shutdown(context.Background())
 		return nil, err
 	}
 	return e, nil

@@ -16,11 +16,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/delta"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 	signalsv0 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v0"
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
+	"github.com/inferprof/inferprof/internal/delta"
 )
 
 // The exporter's external input is whatever OTLP a receiver accepted; these

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
+	"github.com/inferprof/inferprof/internal/sharedcomponent"
 )
 
 // logsExporter feeds the local store, then hands the logs to
@@ -22,9 +23,10 @@ type logsExporter struct {
 	inner exporter.Logs
 }
 
-func newLogsExporter(s *shared, set exporter.Settings) (*logsExporter, error) {
+func newLogsExporter(sc *sharedcomponent.Component[*shared], set exporter.Settings) (*logsExporter, error) {
+	s := sc.Unwrap()
 	e := &logsExporter{}
-	e.s = s
+	e.s, e.sc = s, sc
 	if s.up != nil {
 		inner, err := exporterhelper.NewLogs(context.Background(), set, s.cfg, e.push, helperOptions(s.cfg)...)
 		if err != nil {

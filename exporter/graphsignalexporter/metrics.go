@@ -12,9 +12,10 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/delta"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
+	"github.com/inferprof/inferprof/internal/delta"
+	"github.com/inferprof/inferprof/internal/sharedcomponent"
 )
 
 func helperOptions(cfg *Config) []exporterhelper.Option {
@@ -39,9 +40,10 @@ type metricsExporter struct {
 	consumeMu sync.Mutex
 }
 
-func newMetricsExporter(s *shared, set exporter.Settings) (*metricsExporter, error) {
+func newMetricsExporter(sc *sharedcomponent.Component[*shared], set exporter.Settings) (*metricsExporter, error) {
+	s := sc.Unwrap()
 	e := &metricsExporter{conv: delta.New(s.now(), s.now)}
-	e.s = s
+	e.s, e.sc = s, sc
 	if s.up != nil {
 		inner, err := exporterhelper.NewMetrics(context.Background(), set, s.cfg, e.push, helperOptions(s.cfg)...)
 		if err != nil {
@@ -76,15 +78,12 @@ func (e *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		req = &encodedMetrics{req: r, st: est}
 		req.exp, req.badExp = e.s.enc.Exponential(out)
 	}
-	// So do the dashboard and the timeline.
-	c := e.s.collectMetrics(out)
 	if e.inner != nil {
 		if err := e.inner.ConsumeMetrics(ctx, out); err != nil {
 			return err
 		}
 	}
 	e.conv.Commit(tx)
-	e.s.apply(ctx, c)
 	if req != nil {
 		e.s.record(ctx, req.st)
 		if n := e.s.store.Apply(req.req); n > 0 {

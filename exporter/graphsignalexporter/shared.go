@@ -17,50 +17,39 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/dashboard"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
 	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/hostcheck"
+	"github.com/inferprof/inferprof/internal/sharedcomponent"
 )
 
 // shared is what the metrics, logs and traces exporters of one configured
 // graphsignal component have in common: the instance id, the tags, the
-// local store and its listener, the upload client. The collector builds one
-// exporter per pipeline signal from the same *Config; they meet here.
+// /signals store and its listener, the upload client. The collector builds
+// one exporter per pipeline signal from the same *Config; they meet here,
+// through sharedcomponent, which starts and stops it once.
 type shared struct {
 	cfg      *Config
 	set      exporter.Settings
 	logger   *zap.Logger
 	enc      *encode.Encoder
-	store    *local.Store       // nil when local.endpoint is empty
-	timeline *timeline.Store    // nil when local.endpoint is empty or the timeline is off
-	history  *dashboard.History // nil when local.endpoint is empty or the dashboard is off
-	started  time.Time
+	store    *local.Store // nil when local.endpoint is empty
 	tb       *metadata.TelemetryBuilder
 	up       *uploader // nil without api_key
 	now      func() time.Time
 	instance string
 
-	mu      sync.Mutex
-	users   int // exporters created and not yet shut down
-	running int // exporters started and not yet shut down
-	server  *http.Server
-	addr    net.Addr // where the local endpoint listens
-	served  chan struct{}
+	server *http.Server
+	addr   net.Addr // where the local endpoint listens
+	served chan struct{}
 }
 
-var (
-	registryMu sync.Mutex
-	registry   = map[*Config]*shared{}
-)
+var instances = sharedcomponent.NewMap[*Config, *shared]()
 
 func newInstanceID() string {
 	var b [6]byte
@@ -69,56 +58,30 @@ func newInstanceID() string {
 }
 
 // acquire returns the shared state for cfg, creating it on first use.
-func acquire(set exporter.Settings, cfg *Config) (*shared, error) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if s, ok := registry[cfg]; ok {
-		s.mu.Lock()
-		s.users++
-		s.mu.Unlock()
-		return s, nil
-	}
+func acquire(set exporter.Settings, cfg *Config) (*sharedcomponent.Component[*shared], error) {
+	return instances.LoadOrStore(cfg, func() (*shared, error) { return newShared(set, cfg) })
+}
+
+func newShared(set exporter.Settings, cfg *Config) (*shared, error) {
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, fmt.Errorf("create telemetry: %w", err)
 	}
 	now := time.Now
-	s := &shared{cfg: cfg, set: set, logger: set.Logger, tb: tb, now: now, instance: newInstanceID(), users: 1}
+	s := &shared{cfg: cfg, set: set, logger: set.Logger, tb: tb, now: now, instance: newInstanceID()}
 	s.enc = encode.New(encode.OSEnvTags(), cfg.Tags, s.instance, now, encode.WithNames(cfg.Names))
-	s.started = now()
 	if cfg.Local.NetAddr.Endpoint != "" {
 		s.store = local.New(set.BuildInfo.Version, s.enc.GlobalTags(), now)
-		if cfg.Timeline.Enabled {
-			s.timeline = timeline.New(cfg.Timeline.MemoryLimitMiB<<20, cfg.Timeline.MaxAge, now)
-		}
-		if cfg.Dashboard.Enabled {
-			s.history = dashboard.NewHistory()
-		}
 	}
 	if cfg.APIKey != "" {
 		s.up = newUploader(cfg, set, tb)
 	}
-	registry[cfg] = s
 	return s, nil
 }
 
-// start runs with each exporter's Start; the first builds the upload client
-// (it may need extensions, so not before) and opens the local listener.
-func (s *shared) start(ctx context.Context, host component.Host) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.running++
-	if s.running > 1 {
-		return nil
-	}
-	if err := s.startLocked(ctx, host); err != nil {
-		s.running--
-		return err
-	}
-	return nil
-}
-
-func (s *shared) startLocked(ctx context.Context, host component.Host) error {
+// Start builds the upload client (it may need extensions, so not before)
+// and opens the local listener.
+func (s *shared) Start(ctx context.Context, host component.Host) error {
 	if s.up != nil {
 		if err := s.up.start(ctx, host); err != nil {
 			return fmt.Errorf("upload client: %w", err)
@@ -144,7 +107,7 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 	foreign := s.logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Minute, 1, 0)
 	}))
-	handler := hosts.Middleware(s.mux(), func(r *http.Request) {
+	handler := hosts.Middleware(local.NewMux(s.store), func(r *http.Request) {
 		foreign.Warn("local listener: request refused, Host is not a loopback name nor in local_allowed_hosts",
 			zap.String("host", r.Host), zap.String("path", r.URL.Path))
 	})
@@ -159,9 +122,6 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 			zap.String("endpoint", s.cfg.Local.NetAddr.Endpoint))
 	}
 	s.logger.Info("Serving signals locally", zap.String("url", "http://"+ln.Addr().String()+"/signals"))
-	if s.history != nil {
-		s.logger.Info("Serving the dashboard locally", zap.String("url", "http://"+ln.Addr().String()+"/"))
-	}
 	s.server = srv
 	s.served = make(chan struct{})
 	go func(srv *http.Server, done chan struct{}) {
@@ -173,81 +133,11 @@ func (s *shared) startLocked(ctx context.Context, host component.Host) error {
 	return nil
 }
 
-// mux is the local listener's routes: /signals and /health, then
-// /timeline and the dashboard (/ and /dashboard.json) when they are on.
-func (s *shared) mux() *http.ServeMux {
-	mux := local.NewMux(s.store)
-	if s.timeline != nil {
-		set := timeline.DefaultHandlerSettings
-		set.MaxBytes = s.cfg.Timeline.MaxResponseMiB << 20
-		mux.Handle("GET /timeline", timeline.NewHandler(s.timeline, set))
-	}
-	if s.history != nil {
-		g := s.cfg.Dashboard.Goodput
-		dashboard.Register(mux, dashboard.Source{
-			Version: s.set.BuildInfo.Version, Start: s.started, Now: s.now,
-			Targets: dashboard.Targets{TTFT: g.TimeToFirstToken.Seconds(), TPOT: g.TimePerOutputToken.Seconds(), E2E: g.E2E.Seconds()},
-			History: s.history, Timeline: s.timeline, Budget: s.cfg.Timeline.MemoryLimitMiB << 20,
-		})
-	}
-	return mux
-}
-
-// collected is what the timeline and the dashboard take from one batch,
-// read before the batch goes on to the queue.
-type collected struct {
-	timeline *timeline.Batch
-	history  *dashboard.History
-}
-
-// collectTraces reads the spans the timeline keeps; it only reads td.
-func (s *shared) collectTraces(td ptrace.Traces) collected {
-	if s.timeline == nil {
-		return collected{}
-	}
-	return collected{timeline: timeline.Collect(td)}
-}
-
-// collectMetrics reads what the dashboard and the timeline's GPU counters
-// take from the metrics accepted (after the delta step); it only reads md.
-func (s *shared) collectMetrics(md pmetric.Metrics) collected {
-	var c collected
-	if s.history != nil {
-		c.history = dashboard.Collect(md)
-	}
-	if s.timeline != nil {
-		c.timeline = timeline.CollectMetrics(md)
-	}
-	return c
-}
-
-// apply adds a batch the pipeline accepted.
-func (s *shared) apply(ctx context.Context, c collected) {
-	if c.history != nil {
-		s.history.Merge(c.history)
-	}
-	if c.timeline == nil || c.timeline.Empty() && c.timeline.Bad == 0 {
-		return
-	}
-	if c.timeline.Bad > 0 {
-		s.tb.GraphsignalTimelineBadSpans.Add(ctx, int64(c.timeline.Bad))
-	}
-	if n := s.timeline.Apply(c.timeline); n > 0 {
-		s.tb.GraphsignalTimelineEvictedRecords.Add(ctx, int64(n))
-	}
-}
-
-// stop is called by each exporter's Shutdown, started or not; the last one
-// stops the local endpoint and forgets cfg.
-func (s *shared) stop(ctx context.Context, wasStarted bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if wasStarted {
-		s.running--
-	}
-	s.users--
+// Shutdown stops the local endpoint and the upload client; it may run
+// without Start.
+func (s *shared) Shutdown(ctx context.Context) error {
 	var err error
-	if s.running == 0 && s.server != nil {
+	if s.server != nil {
 		err = s.server.Shutdown(ctx)
 		select {
 		case <-s.served:
@@ -256,17 +146,10 @@ func (s *shared) stop(ctx context.Context, wasStarted bool) error {
 		s.server = nil
 		s.logger.Info("Stopped serving signals locally")
 	}
-	if s.users <= 0 {
-		registryMu.Lock()
-		if registry[s.cfg] == s {
-			delete(registry, s.cfg)
-		}
-		registryMu.Unlock()
-		if s.up != nil {
-			s.up.stop()
-		}
-		s.tb.Shutdown()
+	if s.up != nil {
+		s.up.stop()
 	}
+	s.tb.Shutdown()
 	return err
 }
 
@@ -285,21 +168,19 @@ func (s *shared) record(ctx context.Context, st encode.Stats) {
 
 // lifecycle is the Start/Shutdown every signal's exporter shares: the
 // shared state's, then exporterhelper's queue and retry when uploading.
+// Shutdown drains this signal's queue before the shared state stops.
 type lifecycle struct {
 	s       *shared
+	sc      *sharedcomponent.Component[*shared]
 	inner   component.Component // nil without api_key
 	mu      sync.Mutex
-	started bool
 	stopped bool
 }
 
 func (l *lifecycle) Start(ctx context.Context, host component.Host) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.s.start(ctx, host); err != nil {
+	if err := l.sc.Start(ctx, host); err != nil {
 		return err
 	}
-	l.started = true
 	if l.inner != nil {
 		return l.inner.Start(ctx, host)
 	}
@@ -318,7 +199,7 @@ func (l *lifecycle) Shutdown(ctx context.Context) error {
 		// Drains the in-memory queue, or leaves the persistent one on disk.
 		errs = append(errs, l.inner.Shutdown(ctx))
 	}
-	errs = append(errs, l.s.stop(ctx, l.started))
+	errs = append(errs, l.sc.Shutdown(ctx))
 	return errors.Join(errs...)
 }
 

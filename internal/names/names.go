@@ -113,13 +113,17 @@ const (
 	MetricTokens             = "inferprof.server.tokens"
 	MetricRequests           = "inferprof.server.requests"
 	MetricGoodput            = "inferprof.server.goodput"
-	MetricInterTokenLatency  = "inferprof.server.inter_token_latency"
-	MetricGPUTime            = "inferprof.server.gpu.time"
-	MetricCPUOverheadShare   = "inferprof.server.cpu_overhead.share"
-	MetricStepDuration       = "inferprof.engine.step.duration"
-	MetricStepBatchSize      = "inferprof.engine.step.batch_size"
-	MetricStepTokens         = "inferprof.engine.step.tokens"
-	MetricPreemptions        = "inferprof.engine.preemptions"
+	// MetricGoodputTarget is a gauge, one point per configured target,
+	// with AttrGoodputCriterion: the connector's targets, for the
+	// dashboard and Grafana to draw.
+	MetricGoodputTarget     = "inferprof.server.goodput.target"
+	MetricInterTokenLatency = "inferprof.server.inter_token_latency"
+	MetricGPUTime           = "inferprof.server.gpu.time"
+	MetricCPUOverheadShare  = "inferprof.server.cpu_overhead.share"
+	MetricStepDuration      = "inferprof.engine.step.duration"
+	MetricStepBatchSize     = "inferprof.engine.step.batch_size"
+	MetricStepTokens        = "inferprof.engine.step.tokens"
+	MetricPreemptions       = "inferprof.engine.preemptions"
 
 	// Base-2 exponential twins of the latency and step histograms above,
 	// for percentiles within 2%: "inferprof.exponential." and the name
@@ -280,4 +284,12 @@ const (
 	MetricCostPer1kOutput   = "inferprof.cost.per_1k_output_tokens"
 	AttrAgentPart           = "part" // model, tools, other
 	AttrCostCurrency        = "inferprof.cost.currency"
+	// AttrGoodputCriterion names the target of an
+	// inferprof.server.goodput.target point.
+	AttrGoodputCriterion = "inferprof.goodput.criterion" // time_to_first_token | time_per_output_token | e2e
+
+	// Values of AttrGoodputCriterion: the connector's goodput keys.
+	GoodputTTFT = "time_to_first_token"
+	GoodputTPOT = "time_per_output_token"
+	GoodputE2E  = "e2e"
 )

@@ -42,6 +42,9 @@ type Spec struct {
 	// perModel: a gauge per model and currency across the resource's cost
 	// series (cost per 1k output tokens).
 	perModel bool
+	// targets: the goodput targets (Settings.GoodputTargets), one gauge
+	// point each, on every resource with requests to judge.
+	targets bool
 }
 
 // histPart is one data point of a series: its histogram and, when value is
@@ -136,6 +139,10 @@ var Specs = []Spec{
 		Name: names.MetricGoodput, Unit: "{request}", kind: KindRequest, skipErrors: true,
 		Description: "Successful requests that met every configured goodput target (TTFT, TPOT, e2e); compare with inferprof.server.requests.",
 		sums:        []sumPart{{get: func(s *Series) uint64 { return s.Req.Goodput }}},
+	},
+	{
+		Name: names.MetricGoodputTarget, Unit: "s", kind: KindRequest, skipErrors: true, targets: true,
+		Description: "The goodput targets inferprof.server.goodput is judged against, one point per target set (inferprof.goodput.criterion), for dashboards to draw.",
 	},
 	{
 		Name: names.MetricInterTokenLatency, Unit: "s", kind: KindRequest, skipErrors: true,
@@ -234,6 +241,10 @@ func (st *Store) appendResource(md pmetric.Metrics, resAttrs pcommon.Map, series
 		}
 		if spec.perModel {
 			ms = st.appendPerModel(md, ms, resAttrs, spec, series, now)
+			continue
+		}
+		if spec.targets {
+			ms = st.appendTargets(md, ms, resAttrs, spec, series, now)
 			continue
 		}
 		var m pmetric.Metric
@@ -356,6 +367,33 @@ func (st *Store) appendPerModel(md pmetric.Metrics, ms pmetric.MetricSlice, resA
 		dp.SetStartTimestamp(g.start)
 		dp.SetTimestamp(now)
 		dp.SetDoubleValue(1000 * g.cost / float64(g.tokens))
+	}
+	return ms
+}
+
+// appendTargets writes the goodput targets once for a resource that has a
+// successful request in this flush, so they sit beside the counts they judge.
+func (st *Store) appendTargets(md pmetric.Metrics, ms pmetric.MetricSlice, resAttrs pcommon.Map, spec *Spec, series []*Series, now pcommon.Timestamp) pmetric.MetricSlice {
+	if len(st.set.GoodputTargets) == 0 {
+		return ms
+	}
+	start := pcommon.Timestamp(0)
+	for _, s := range series {
+		if st.emits(s) && spec.applies(s) && (start == 0 || s.start < start) {
+			start = s.start
+		}
+	}
+	if start == 0 {
+		return ms
+	}
+	ms, m := st.newMetric(md, ms, resAttrs, spec)
+	dps := m.SetEmptyGauge().DataPoints()
+	for _, t := range st.set.GoodputTargets {
+		dp := dps.AppendEmpty()
+		dp.Attributes().PutStr(names.AttrGoodputCriterion, t.Criterion)
+		dp.SetStartTimestamp(start)
+		dp.SetTimestamp(now)
+		dp.SetDoubleValue(t.Seconds)
 	}
 	return ms
 }

@@ -130,6 +130,16 @@ type Settings struct {
 	Disabled map[string]bool
 	// ScopeName and ScopeVersion name the instrumentation scope of the output.
 	ScopeName, ScopeVersion string
+	// GoodputTargets are emitted as inferprof.server.goodput.target; only
+	// the targets set (non-zero).
+	GoodputTargets []GoodputTarget
+}
+
+// GoodputTarget is one goodput target: a criterion
+// (names.GoodputTTFT, ...) and its bound in seconds.
+type GoodputTarget struct {
+	Criterion string
+	Seconds   float64
 }
 
 // Store holds every series. It is not safe for concurrent use; the connector

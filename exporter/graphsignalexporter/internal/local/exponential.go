@@ -7,6 +7,7 @@ import (
 	"math"
 
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
+	"github.com/inferprof/inferprof/internal/bucketquantile"
 	"github.com/inferprof/inferprof/internal/exphist"
 )
 
@@ -14,7 +15,7 @@ import (
 // exponential histogram: the bucket holding the nearest rank, read as
 // 2LU/(L+U) and clamped to [min, max], within relative_error of the exact
 // value.
-const QuantileMethodExponential = "exponential_histogram"
+const QuantileMethodExponential = bucketquantile.MethodExponential
 
 // ApplyExponential adds one delta of an exponential twin to the histogram
 // series named name with tags (the explicit twin's, as encoded). It

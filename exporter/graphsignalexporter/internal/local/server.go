@@ -9,16 +9,12 @@ import (
 	"net/http"
 )
 
-// NewMux returns the local API's routes: GET /signals and GET /health. It
-// is read-only. More pages register on the returned mux, which
-// confighttp's server then serves.
+// NewMux returns the local API's route, GET /signals, read-only. Health is
+// health_check's, the dashboard and the timeline inferprof_ui's.
 func NewMux(s *Store) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /signals", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, s.Snapshot())
-	})
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]string{"status": "ok"})
 	})
 	return mux
 }

@@ -7,13 +7,13 @@
 package local // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
+	"github.com/inferprof/inferprof/internal/bucketquantile"
 	"github.com/inferprof/inferprof/internal/exphist"
 )
 
@@ -297,7 +297,7 @@ type CounterStats struct {
 // an exponential twin: they are estimates, interpolated linearly inside the
 // histogram bucket that holds the quantile, not exact percentiles of the
 // recorded values.
-const QuantileMethod = "bucket_interpolation"
+const QuantileMethod = bucketquantile.Method
 
 // HistogramStats summarises a histogram since start_ns. The percentiles
 // are estimates, by QuantileMethod or, where the connector keeps an
@@ -468,77 +468,7 @@ func (h *histogram) stats() HistogramStats {
 }
 
 func (h *histogram) quantile(q float64) (*float64, [2]*float64) {
-	return Quantile(h.bins, h.min, h.max, q)
-}
-
-// Quantile estimates the q-quantile of a histogram in Graphsignal's form
-// (upper bound -> count, the last bin also holding the overflow): it finds
-// the bucket holding rank ceil(q*count), as the exact nearest-rank
-// percentile would, and interpolates linearly between that bucket's bounds.
-// A bucket's lower bound is the previous bin, or minV (the minimum, when
-// known) for the first. The estimate and the bucket are clamped to
-// [minV, maxV]. The dashboard uses it too, so both read quantiles alike.
-func Quantile(hbins map[float64]int64, minV, maxV *float64, q float64) (*float64, [2]*float64) {
-	h := struct {
-		bins     map[float64]int64
-		min, max *float64
-	}{hbins, minV, maxV}
-	var total int64
-	bins := make([]float64, 0, len(h.bins))
-	for b, c := range h.bins {
-		if c > 0 {
-			bins = append(bins, b)
-			total += c
-		}
-	}
-	if total == 0 {
-		return nil, [2]*float64{}
-	}
-	slices.Sort(bins)
-	rank := max(int64(math.Ceil(q*float64(total))), 1)
-	var before int64
-	i := len(bins) - 1
-	for j, b := range bins {
-		if before+h.bins[b] >= rank {
-			i = j
-			break
-		}
-		before += h.bins[b]
-	}
-	var lo, hi *float64
-	if i > 0 {
-		lo = ptr(bins[i-1])
-	} else if h.min != nil {
-		lo = ptr(min(*h.min, bins[0]))
-	}
-	hi = ptr(bins[i])
-	if i == len(bins)-1 {
-		// The last bin also holds the overflow bucket: only max bounds it.
-		hi = nil
-		if h.max != nil {
-			hi = ptr(max(*h.max, bins[i]))
-		}
-	}
-	if h.min != nil && lo != nil {
-		lo = ptr(max(*lo, *h.min))
-	}
-	if h.max != nil && hi != nil {
-		hi = ptr(min(*hi, *h.max))
-	}
-	var v float64
-	switch {
-	case lo != nil && hi != nil:
-		frac := (q*float64(total) - float64(before)) / float64(h.bins[bins[i]])
-		frac = min(max(frac, 0), 1)
-		v = *lo + frac*(*hi-*lo)
-	case hi != nil:
-		v = *hi
-	case lo != nil:
-		v = *lo
-	default:
-		v = bins[i]
-	}
-	return &v, [2]*float64{lo, hi}
+	return bucketquantile.Quantile(h.bins, h.min, h.max, q)
 }
 
 func ptr(v float64) *float64 { return &v }

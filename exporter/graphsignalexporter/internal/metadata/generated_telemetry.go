@@ -23,17 +23,15 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                             metric.Meter
-	mu                                sync.Mutex
-	registrations                     []metric.Registration
-	GraphsignalFoldedFrames           metric.Int64Counter
-	GraphsignalLocalDroppedSeries     metric.Int64Counter
-	GraphsignalRejectedItems          metric.Int64Counter
-	GraphsignalRejectedUploads        metric.Int64Counter
-	GraphsignalTimelineBadSpans       metric.Int64Counter
-	GraphsignalTimelineEvictedRecords metric.Int64Counter
-	GraphsignalTruncatedTags          metric.Int64Counter
-	GraphsignalUnsupportedDatapoints  metric.Int64Counter
+	meter                            metric.Meter
+	mu                               sync.Mutex
+	registrations                    []metric.Registration
+	GraphsignalFoldedFrames          metric.Int64Counter
+	GraphsignalLocalDroppedSeries    metric.Int64Counter
+	GraphsignalRejectedItems         metric.Int64Counter
+	GraphsignalRejectedUploads       metric.Int64Counter
+	GraphsignalTruncatedTags         metric.Int64Counter
+	GraphsignalUnsupportedDatapoints metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -87,18 +85,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_graphsignal_rejected_uploads",
 		metric.WithDescription("Uploads Graphsignal refused with 400 Bad Request; they are dropped, not retried. [Development]"),
 		metric.WithUnit("{upload}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.GraphsignalTimelineBadSpans, err = builder.meter.Int64Counter(
-		"otelcol_graphsignal_timeline_bad_spans",
-		metric.WithDescription("Request, step or kernel spans the timeline skipped because their start is unset or after their end. [Development]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.GraphsignalTimelineEvictedRecords, err = builder.meter.Int64Counter(
-		"otelcol_graphsignal_timeline_evicted_records",
-		metric.WithDescription("Timeline records (request, phase, step and kernel spans, GPU readings) dropped, oldest first, to stay within timeline.memory_limit_mib or timeline.max_age. [Development]"),
-		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.GraphsignalTruncatedTags, err = builder.meter.Int64Counter(

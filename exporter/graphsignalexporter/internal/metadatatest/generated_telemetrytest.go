@@ -85,38 +85,6 @@ func AssertEqualGraphsignalRejectedUploads(t *testing.T, tt *componenttest.Telem
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
-func AssertEqualGraphsignalTimelineBadSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_graphsignal_timeline_bad_spans",
-		Description: "Request, step or kernel spans the timeline skipped because their start is unset or after their end. [Development]",
-		Unit:        "{span}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: true,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_graphsignal_timeline_bad_spans")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
-func AssertEqualGraphsignalTimelineEvictedRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_graphsignal_timeline_evicted_records",
-		Description: "Timeline records (request, phase, step and kernel spans, GPU readings) dropped, oldest first, to stay within timeline.memory_limit_mib or timeline.max_age. [Development]",
-		Unit:        "{record}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: true,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_graphsignal_timeline_evicted_records")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
 func AssertEqualGraphsignalTruncatedTags(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_graphsignal_truncated_tags",

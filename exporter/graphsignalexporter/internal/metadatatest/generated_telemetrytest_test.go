@@ -23,8 +23,6 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.GraphsignalLocalDroppedSeries.Add(context.Background(), 1)
 	tb.GraphsignalRejectedItems.Add(context.Background(), 1)
 	tb.GraphsignalRejectedUploads.Add(context.Background(), 1)
-	tb.GraphsignalTimelineBadSpans.Add(context.Background(), 1)
-	tb.GraphsignalTimelineEvictedRecords.Add(context.Background(), 1)
 	tb.GraphsignalTruncatedTags.Add(context.Background(), 1)
 	tb.GraphsignalUnsupportedDatapoints.Add(context.Background(), 1)
 	AssertEqualGraphsignalFoldedFrames(t, testTel,
@@ -37,12 +35,6 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualGraphsignalRejectedUploads(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualGraphsignalTimelineBadSpans(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualGraphsignalTimelineEvictedRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualGraphsignalTruncatedTags(t, testTel,

@@ -326,7 +326,7 @@ function slowestTable(d) {
     : "the timeline is off (timeline.enabled)";
   if (!d.slowest.length) {
     const tr = el("tr");
-    tr.appendChild(el("td", { colspan: 8, class: "empty" }, "no request spans yet (add graphsignal to the traces pipeline)"));
+    tr.appendChild(el("td", { colspan: 8, class: "empty" }, "no request spans yet (add inferprof_ui to the traces pipeline)"));
     body.appendChild(tr);
   }
   for (const r of d.slowest) {

@@ -6,7 +6,7 @@
 // gauges only when their timestamp advanced, histogram min/max as lifetime
 // extremes. It runs before the sending queue, so a queued or retried upload
 // carries deltas that never need recomputing.
-package delta // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/delta"
+package delta // import "github.com/inferprof/inferprof/internal/delta"
 
 import (
 	"math"

@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package delta // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/delta"
+package delta // import "github.com/inferprof/inferprof/internal/delta"
 
 import (
 	"go.opentelemetry.io/collector/pdata/pmetric"

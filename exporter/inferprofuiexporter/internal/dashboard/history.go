@@ -5,7 +5,7 @@
 // (GET /dashboard.json): latency percentiles over time, the phase breakdown,
 // goodput, GPU time by kernel and category, GPU readings per device, and the
 // slowest requests with a link into the timeline.
-package dashboard // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/dashboard"
+package dashboard // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/dashboard"
 
 import (
 	"math"
@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+	"github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/timeline"
 	"github.com/inferprof/inferprof/internal/exphist"
 	"github.com/inferprof/inferprof/internal/names"
 )
@@ -49,7 +49,7 @@ var phaseMetrics = map[string]string{
 
 // hist is one flush of a histogram, all series merged, in Graphsignal's
 // form (upper bound -> count; the overflow folded into the last bound), so
-// local.Quantile reads it as it reads /signals.
+// bucketquantile.Quantile reads it as it reads /signals.
 type hist struct {
 	bins     map[float64]int64
 	count    int64
@@ -133,9 +133,10 @@ type gpu struct {
 	limit          float64
 }
 
-// History accumulates what the metrics exporter accepted (after the delta
-// step, the same data the /signals store gets), under the source names, so
-// kernel categories survive Graphsignal's renaming. Safe for concurrent use.
+// History accumulates the deltas of what the exporter's metrics pipelines
+// gave it (the same data the /signals store gets), under the source names,
+// so kernel categories survive Graphsignal's renaming. Safe for concurrent
+// use.
 type History struct {
 	mu      sync.Mutex
 	latency map[string]*ring[*hist]
@@ -144,6 +145,10 @@ type History struct {
 	totals  counts
 	kernels map[kernelKey]*kernelTotals
 	gpus    map[string]*gpu
+	// targets are the latest the inference_metrics connector emitted
+	// (inferprof.server.goodput.target); hasTargets once it did.
+	targets    Targets
+	hasTargets bool
 }
 
 // NewHistory returns an empty history.
@@ -198,6 +203,9 @@ func (h *History) Merge(b *History) {
 		c.requests += p.v.requests
 		c.errors += p.v.errors
 		c.good += p.v.good
+	}
+	if b.hasTargets {
+		h.targets, h.hasTargets = b.targets, true
 	}
 	h.totals.requests += b.totals.requests
 	h.totals.errors += b.totals.errors
@@ -259,6 +267,8 @@ func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 		return
 	}
 	switch name {
+	case names.MetricGoodputTarget:
+		h.addTargets(m)
 	case names.MetricRequests, names.MetricGoodput:
 		if m.Type() != pmetric.MetricTypeSum || m.Sum().AggregationTemporality() != pmetric.AggregationTemporalityDelta {
 			return
@@ -360,6 +370,30 @@ func (h *History) addReadings(md pmetric.Metrics) {
 }
 
 func zero() float64 { return 0 }
+
+// addTargets reads the connector's goodput targets: one gauge point per
+// target set, so a criterion without a point has none.
+func (h *History) addTargets(m pmetric.Metric) {
+	if m.Type() != pmetric.MetricTypeGauge {
+		return
+	}
+	var t Targets
+	for _, dp := range m.Gauge().DataPoints().All() {
+		v := number(dp)
+		if v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			continue
+		}
+		switch str(dp.Attributes(), names.AttrGoodputCriterion) {
+		case names.GoodputTTFT:
+			t.TTFT = v
+		case names.GoodputTPOT:
+			t.TPOT = v
+		case names.GoodputE2E:
+			t.E2E = v
+		}
+	}
+	h.targets, h.hasTargets = t, true
+}
 
 func (h *History) addHist(r *ring[*hist], hg pmetric.Histogram) {
 	if hg.AggregationTemporality() != pmetric.AggregationTemporalityDelta {

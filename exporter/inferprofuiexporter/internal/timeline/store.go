@@ -5,7 +5,7 @@
 // spans and the GPU counters the exporter sees, within a memory budget, and
 // renders a time window of them as Chrome Trace Event JSON (Perfetto UI and
 // chrome://tracing open it as it is).
-package timeline // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+package timeline // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/timeline"
 
 import (
 	"math"

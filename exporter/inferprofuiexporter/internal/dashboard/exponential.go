@@ -1,12 +1,12 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dashboard // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/dashboard"
+package dashboard // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/dashboard"
 
 import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
+	"github.com/inferprof/inferprof/internal/bucketquantile"
 	"github.com/inferprof/inferprof/internal/exphist"
 	"github.com/inferprof/inferprof/internal/names"
 )
@@ -54,6 +54,6 @@ func (h *hist) expQuantiles(lp *LatencyPoint) {
 		return fptr(v)
 	}
 	lp.P50, lp.P90, lp.P99 = q(0.50), q(0.90), q(0.99)
-	lp.Method = local.QuantileMethodExponential
+	lp.Method = bucketquantile.MethodExponential
 	lp.RelativeError = fptr(exphist.RelativeError(h.exp.Scale()))
 }

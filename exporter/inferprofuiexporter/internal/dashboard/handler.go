@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dashboard // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/dashboard"
+package dashboard // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/dashboard"
 
 import (
 	_ "embed"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+	"github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/timeline"
 )
 
 var (
@@ -35,7 +35,6 @@ type Source struct {
 	Version  string
 	Start    time.Time
 	Now      func() time.Time
-	Targets  Targets
 	History  *History
 	Timeline *timeline.Store // nil when the timeline is off
 	Budget   int64
@@ -51,7 +50,7 @@ func Register(mux *http.ServeMux, src Source) {
 		_, _ = w.Write([]byte(page))
 	})
 	mux.HandleFunc("GET /dashboard.json", func(w http.ResponseWriter, _ *http.Request) {
-		doc := src.History.Build(src.Version, src.Start, src.Now(), src.Targets, src.Timeline, src.Budget)
+		doc := src.History.Build(src.Version, src.Start, src.Now(), src.Timeline, src.Budget)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(doc)

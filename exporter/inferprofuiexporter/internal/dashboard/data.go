@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dashboard // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/dashboard"
+package dashboard // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/dashboard"
 
 import (
 	"cmp"
@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+	"github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/timeline"
+	"github.com/inferprof/inferprof/internal/bucketquantile"
 )
 
 // Targets are the goodput targets the dashboard draws, in seconds; 0 means
-// none.
+// none. They are the inference_metrics connector's, as it emits them.
 type Targets struct {
 	TTFT float64 `json:"ttft"`
 	TPOT float64 `json:"tpot"`
@@ -42,7 +42,7 @@ type Doc struct {
 // LatencyPoint is one flush's percentiles, read as /signals reads them:
 // from the exponential twin where the connector sends one, within
 // RelativeError of exact, else estimated inside the histogram buckets
-// (local.Quantile).
+// (bucketquantile.Quantile).
 type LatencyPoint struct {
 	T             int64    `json:"t"`
 	Count         int64    `json:"count"`
@@ -152,20 +152,20 @@ func fptr(v float64) *float64 {
 
 // Build assembles the document from the history and, when set, the
 // timeline store.
-func (h *History) Build(version string, start, now time.Time, targets Targets, tl *timeline.Store, budget int64) Doc {
+func (h *History) Build(version string, start, now time.Time, tl *timeline.Store, budget int64) Doc {
 	h.mu.Lock()
 	d := Doc{
-		Version: version, NowMs: now.UnixMilli(), StartMs: start.UnixMilli(), Targets: targets,
+		Version: version, NowMs: now.UnixMilli(), StartMs: start.UnixMilli(), Targets: h.targets,
 		Latency: map[string][]LatencyPoint{}, Phases: []PhasePoint{}, Goodput: []GoodputPoint{},
 		GPUs: []GPU{}, Slowest: []SlowRequest{},
 	}
 	for key, r := range h.latency {
 		pts := make([]LatencyPoint, 0, len(r.pts))
 		for _, p := range r.pts {
-			lp := LatencyPoint{T: p.t, Count: p.v.count, Method: local.QuantileMethod}
-			lp.P50, _ = local.Quantile(p.v.bins, p.v.min, p.v.max, 0.50)
-			lp.P90, _ = local.Quantile(p.v.bins, p.v.min, p.v.max, 0.90)
-			lp.P99, _ = local.Quantile(p.v.bins, p.v.min, p.v.max, 0.99)
+			lp := LatencyPoint{T: p.t, Count: p.v.count, Method: bucketquantile.Method}
+			lp.P50, _ = bucketquantile.Quantile(p.v.bins, p.v.min, p.v.max, 0.50)
+			lp.P90, _ = bucketquantile.Quantile(p.v.bins, p.v.min, p.v.max, 0.90)
+			lp.P99, _ = bucketquantile.Quantile(p.v.bins, p.v.min, p.v.max, 0.99)
 			p.v.expQuantiles(&lp)
 			pts = append(pts, lp)
 		}

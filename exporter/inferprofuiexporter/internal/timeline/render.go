@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package timeline // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+package timeline // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/timeline"
 
 import (
 	"cmp"

@@ -112,7 +112,8 @@ func TestHistoryBuild(t *testing.T) {
 	h.Add(flush(t0.Add(30*time.Second), []float64{0.03}, 0, 1))
 	h.Add(flush(t0.Add(30*time.Second+200*time.Millisecond), []float64{0.05}, 0, 1))
 
-	d := h.Build("0.1.0", t0, t0.Add(time.Minute), Targets{TTFT: 2, TPOT: 0.1}, nil, 0)
+	d := h.Build("0.1.0", t0, t0.Add(time.Minute), nil, 0)
+	assert.Equal(t, Targets{}, d.Targets, "no targets until the connector emits them")
 	require.Len(t, d.Latency["ttft"], 2)
 	p := d.Latency["ttft"][0]
 	assert.Equal(t, t0.Add(15*time.Second).UnixMilli(), p.T)
@@ -147,12 +148,39 @@ func TestHistoryBuild(t *testing.T) {
 	assert.InDelta(t, 50, d.GPUs[0].Utilization[0][1], 1e-12)
 }
 
+// targetsFlush is the connector's inferprof.server.goodput.target gauge.
+func targetsFlush(at time.Time, targets map[string]float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(names.MetricGoodputTarget)
+	dps := m.SetEmptyGauge().DataPoints()
+	for c, v := range targets {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+		dp.Attributes().PutStr(names.AttrGoodputCriterion, c)
+		dp.SetDoubleValue(v)
+	}
+	return md
+}
+
+// TestTargetsFromTheConnector: the targets drawn are the latest the
+// connector emitted; a target it stops emitting is no longer drawn.
+func TestTargetsFromTheConnector(t *testing.T) {
+	h := NewHistory()
+	h.Add(targetsFlush(t0, map[string]float64{names.GoodputTTFT: 2, names.GoodputTPOT: 0.1, "unknown": 7}))
+	assert.Equal(t, Targets{TTFT: 2, TPOT: 0.1}, h.Build("", t0, t0, nil, 0).Targets)
+	h.Add(flush(t0.Add(time.Second), []float64{0.1}, 0, 1))
+	assert.Equal(t, Targets{TTFT: 2, TPOT: 0.1}, h.Build("", t0, t0, nil, 0).Targets, "a flush without the gauge keeps them")
+	h.Add(targetsFlush(t0.Add(2*time.Second), map[string]float64{names.GoodputE2E: 20}))
+	assert.Equal(t, Targets{E2E: 20}, h.Build("", t0, t0, nil, 0).Targets)
+}
+
 func TestRingKeepsTheLastPoints(t *testing.T) {
 	h := NewHistory()
 	for i := range maxPoints + 10 {
 		h.Add(flush(t0.Add(time.Duration(i)*time.Second), []float64{0.1}, 0, 1))
 	}
-	d := h.Build("", t0, t0, Targets{}, nil, 0)
+	d := h.Build("", t0, t0, nil, 0)
 	require.Len(t, d.Latency["ttft"], maxPoints)
 	assert.Equal(t, t0.Add(10*time.Second).UnixMilli(), d.Latency["ttft"][0].T, "the oldest points dropped")
 }

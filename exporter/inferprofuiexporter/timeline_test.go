@@ -1,11 +1,12 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package graphsignalexporter
+package inferprofuiexporter
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -13,12 +14,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
-	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadatatest"
+	"github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/metadata"
+	"github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/metadatatest"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -56,15 +59,29 @@ func getTimeline(t *testing.T, url string) map[string]any {
 	return doc
 }
 
-// TestTracesFeedTheTimeline: without traces mode, a traces pipeline feeds
-// the local timeline only; the exporter leaves the spans as they were
-// (other exporters share them), counts the bad span, and never serves
-// attributes it does not know (the prompt stays out).
+// addrOf is where cfg's UI listens, once started.
+func addrOf(t *testing.T, cfg *Config) string {
+	t.Helper()
+	s, err := uis.LoadOrStore(cfg, func() (*ui, error) { return nil, errors.New("not created") })
+	require.NoError(t, err)
+	require.NotNil(t, s.Unwrap().addr)
+	return "http://" + s.Unwrap().addr.String()
+}
+
+func testConfig() *Config {
+	cfg := createDefaultConfig().(*Config)
+	cfg.ServerConfig.NetAddr.Endpoint = "127.0.0.1:0"
+	return cfg
+}
+
+// TestTracesFeedTheTimeline: a traces pipeline feeds the timeline; the
+// exporter leaves the spans as they were (other exporters share them),
+// counts the bad span, and never serves attributes it does not know (the
+// prompt stays out).
 func TestTracesFeedTheTimeline(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	cfg := createDefaultConfig().(*Config)
-	cfg.Local.NetAddr.Endpoint = "127.0.0.1:0"
+	cfg := testConfig()
 	set := metadatatest.NewSettings(tel)
 	exp, err := NewFactory().CreateTraces(t.Context(), set, cfg)
 	require.NoError(t, err)
@@ -78,51 +95,34 @@ func TestTracesFeedTheTimeline(t *testing.T) {
 	require.NoError(t, exp.ConsumeTraces(t.Context(), td))
 	assert.Equal(t, before, td, "the spans are left as they were")
 
-	registryMu.Lock()
-	url := "http://" + registry[cfg].addr.String()
-	registryMu.Unlock()
-	doc := getTimeline(t, url)
+	doc := getTimeline(t, addrOf(t, cfg))
 	assert.EqualValues(t, 1, doc["otherData"].(map[string]any)["requests"])
 	raw, _ := json.Marshal(doc)
 	assert.Contains(t, string(raw), "cmpl-1")
 	assert.NotContains(t, string(raw), "SECRET PROMPT")
-	metadatatest.AssertEqualGraphsignalTimelineBadSpans(t, tel,
+	metadatatest.AssertEqualInferprofUITimelineBadSpans(t, tel,
 		[]metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 }
 
-// TestTracesModeAlsoFeedsTheTimeline: with traces mode the spans are
-// uploaded and kept locally.
-func TestTracesModeAlsoFeedsTheTimeline(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Traces.Enabled = true })
-	set := metadatatest.NewSettings(h.tel)
-	exp, err := NewFactory().CreateTraces(t.Context(), set, h.cfg)
+// TestTimelineOff: with the timeline off a traces pipeline is refused at
+// build time, with the reason; the metrics one still serves the dashboard.
+func TestTimelineOff(t *testing.T) {
+	cfg := testConfig()
+	cfg.Timeline.Enabled = false
+	require.NoError(t, cfg.Validate())
+	set := exportertest.NewNopSettings(metadata.Type)
+	_, err := NewFactory().CreateTraces(t.Context(), set, cfg)
+	require.ErrorIs(t, err, errTimelineOff)
+	exp, err := NewFactory().CreateMetrics(t.Context(), set, cfg)
 	require.NoError(t, err)
 	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
 	defer func() { require.NoError(t, exp.Shutdown(context.Background())) }()
-	require.NoError(t, exp.ConsumeTraces(t.Context(), requestSpans(time.Now())))
-	ups := h.srv.Accepted()
-	require.Len(t, ups, 1)
-	assert.Len(t, ups[0].V0.Spans, 2)
-	assert.EqualValues(t, 1, getTimeline(t, h.localURL())["otherData"].(map[string]any)["requests"])
-}
-
-// TestTracesWithoutListener: with the local listener off and traces mode
-// off, a traces pipeline still starts (the shipped configs have one) and
-// drops spans with a warning; with the timeline off too it is refused.
-func TestTracesWithoutListener(t *testing.T) {
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	cfg := createDefaultConfig().(*Config)
-	cfg.APIKey = "k"
-	cfg.Local.NetAddr.Endpoint = ""
-	require.NoError(t, cfg.Validate())
-	exp, err := NewFactory().CreateTraces(t.Context(), metadatatest.NewSettings(tel), cfg)
+	resp, err := http.Get(addrOf(t, cfg) + "/timeline?last=60s")
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
-	require.NoError(t, exp.ConsumeTraces(t.Context(), requestSpans(time.Now())))
-	require.NoError(t, exp.Shutdown(context.Background()))
-
-	cfg.Timeline.Enabled = false
-	_, err = NewFactory().CreateTraces(t.Context(), metadatatest.NewSettings(tel), cfg)
-	require.ErrorIs(t, err, errTracesOff)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, err = http.Get(addrOf(t, cfg) + "/dashboard.json")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
