@@ -21,6 +21,7 @@ import (
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	"github.com/inferprof/inferprof/internal/confdur"
+	"github.com/inferprof/inferprof/internal/confstrict"
 	"github.com/inferprof/inferprof/internal/hostcheck"
 )
 
@@ -161,8 +162,16 @@ type GoodputTargets struct {
 var _ component.Config = (*Config)(nil)
 
 // Unmarshal decodes the configuration; a value that is not a duration is
-// named in the error along with its key (internal/confdur).
-func (cfg *Config) Unmarshal(conf *confmap.Conf) error { return confdur.Unmarshal(conf, cfg) }
+// named in the error along with its key (internal/confdur). An unknown key
+// is an error that names it (internal/confstrict): the squashed
+// confighttp.ClientConfig would otherwise switch that check off for the
+// whole config.
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := confdur.Unmarshal(conf, cfg); err != nil {
+		return err
+	}
+	return confstrict.Check(conf, cfg)
+}
 
 func createDefaultConfig() component.Config {
 	queue := exporterhelper.NewDefaultQueueConfig()
