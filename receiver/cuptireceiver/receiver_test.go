@@ -374,7 +374,7 @@ func TestKernelSpans(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := f.CreateTraces(t.Context(), set, cfg, traces)
 	require.NoError(t, err)
-	require.Same(t, mr.(*cuptiReceiver), tr.(*cuptiReceiver), "one socket serves both pipelines")
+	require.Same(t, unwrap(mr), unwrap(tr), "one socket serves both pipelines")
 	require.NoError(t, mr.Start(t.Context(), componenttest.NewNopHost()))
 	require.NoError(t, tr.Start(t.Context(), componenttest.NewNopHost()))
 	defer func() {
@@ -397,7 +397,7 @@ func TestKernelSpans(t *testing.T) {
 
 	_, err = c.Write(cuptiwire.AppendRecords(nil, kernels(1, 1000, 500))) // 100 sampled, capped at 5 per interval
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { rec, _ := mr.(*cuptiReceiver).agg.Stats(); return rec == 1030 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { rec, _ := unwrap(mr).agg.Stats(); return rec == 1030 }, 5*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool { return kernelSeconds(metrics, "vllm::rms_norm_kernel", 77) >= 1030*500e-9-1e-12 }, 5*time.Second, 5*time.Millisecond)
 	assert.LessOrEqual(t, traces.SpanCount(), 3+5*2, "capped per interval")
 }
