@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
 )
 
 // Map holds one shared instance per key, usually the component's *Config.
@@ -38,6 +39,7 @@ type entry[V component.Component] struct {
 	mu       sync.Mutex
 	started  bool
 	startErr error
+	host     *host // the host the instance started with; nil before Start
 }
 
 // Component is one user's handle on a shared instance. Its Start and
@@ -95,14 +97,20 @@ func (m *Map[K, V]) Len() int {
 func (c *Component[V]) Unwrap() V { return c.e.comp }
 
 // Start starts the shared instance if no handle did; every handle's Start
-// then returns that first Start's error.
-func (c *Component[V]) Start(ctx context.Context, host component.Host) error {
+// then returns that first Start's error. A status the instance reports
+// through its host reaches every started handle's host, as each pipeline's
+// component has its own.
+func (c *Component[V]) Start(ctx context.Context, h component.Host) error {
 	c.startOnce.Do(func() {
 		c.e.mu.Lock()
 		defer c.e.mu.Unlock()
 		if !c.e.started {
 			c.e.started = true
-			c.e.startErr = c.e.comp.Start(ctx, host)
+			c.e.host = &host{Host: h}
+			c.e.host.add(h)
+			c.e.startErr = c.e.comp.Start(ctx, c.e.host)
+		} else {
+			c.e.host.add(h)
 		}
 		c.startErr = c.e.startErr
 	})
@@ -122,4 +130,46 @@ func (c *Component[V]) Shutdown(ctx context.Context) error {
 		c.stopErr = c.e.comp.Shutdown(ctx)
 	})
 	return c.stopErr
+}
+
+// host is the host a shared instance starts with: the first handle's, with
+// status reports fanned out to every handle's host (core's hostWrapper).
+type host struct {
+	component.Host
+
+	mu      sync.Mutex
+	targets []componentstatus.Reporter
+	recent  []*componentstatus.Event // replayed to a handle that starts later
+}
+
+var _ componentstatus.Reporter = (*host)(nil)
+
+// keepRecent is how many past events a late handle's host is told.
+const keepRecent = 5
+
+func (h *host) add(c component.Host) {
+	r, ok := c.(componentstatus.Reporter)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.recent {
+		r.Report(e)
+	}
+	h.targets = append(h.targets, r)
+}
+
+func (h *host) Report(e *componentstatus.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.targets) > 0 {
+		h.recent = append(h.recent, e)
+		if len(h.recent) > keepRecent {
+			h.recent = h.recent[1:]
+		}
+	}
+	for _, r := range h.targets {
+		r.Report(e)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/component/componenttest"
 )
 
@@ -130,4 +131,58 @@ func TestConcurrentHandles(t *testing.T) {
 	assert.Equal(t, 1, inst.starts)
 	assert.Equal(t, 1, inst.stops)
 	assert.Equal(t, 0, m.Len())
+}
+
+// reportingHost is a pipeline's host that records the status it is told.
+type reportingHost struct {
+	component.Host
+	mu     sync.Mutex
+	events []componentstatus.Status
+}
+
+func (h *reportingHost) Report(e *componentstatus.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e.Status())
+}
+
+func (h *reportingHost) statuses() []componentstatus.Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]componentstatus.Status(nil), h.events...)
+}
+
+// hostKeeper is an instance that reports status through the host it started with.
+type hostKeeper struct {
+	counting
+	host component.Host
+}
+
+func (k *hostKeeper) Start(ctx context.Context, h component.Host) error {
+	k.host = h
+	return k.counting.Start(ctx, h)
+}
+
+func TestStatusReachesEveryPipeline(t *testing.T) {
+	m := NewMap[*cfg, *hostKeeper]()
+	key := &cfg{}
+	create := func() (*hostKeeper, error) { return &hostKeeper{}, nil }
+	a, err := m.LoadOrStore(key, create)
+	require.NoError(t, err)
+	b, err := m.LoadOrStore(key, create)
+	require.NoError(t, err)
+	ha := &reportingHost{Host: componenttest.NewNopHost()}
+	hb := &reportingHost{Host: componenttest.NewNopHost()}
+
+	require.NoError(t, a.Start(t.Context(), ha))
+	componentstatus.ReportStatus(a.Unwrap().host, componentstatus.NewRecoverableErrorEvent(errors.New("accept: too many open files")))
+	require.NoError(t, b.Start(t.Context(), hb))
+	componentstatus.ReportStatus(a.Unwrap().host, componentstatus.NewEvent(componentstatus.StatusOK))
+
+	assert.Equal(t, []componentstatus.Status{componentstatus.StatusRecoverableError, componentstatus.StatusOK}, ha.statuses())
+	assert.Equal(t, []componentstatus.Status{componentstatus.StatusRecoverableError, componentstatus.StatusOK}, hb.statuses(),
+		"the later pipeline is told the earlier event, then the new one")
+	assert.Equal(t, 1, a.Unwrap().starts)
+	require.NoError(t, a.Shutdown(t.Context()))
+	require.NoError(t, b.Shutdown(t.Context()))
 }
