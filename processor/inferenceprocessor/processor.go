@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
+	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
@@ -53,7 +54,7 @@ type inferenceProcessor struct {
 	// Released spans the next consumer refused, retried on the next ticks.
 	retry retryQueue
 	// warn rate-limits the warnings about anomalies and refusals.
-	warn *warnLimiter
+	warn *loglimit.Limiter
 
 	// for tests
 	now  func() time.Time
@@ -94,7 +95,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		phaseSpans:     cfg.PhaseSpans,
 		maxGaps:        cfg.EngineSteps.MaxITLGaps,
 		now:            time.Now,
-		warn:           newWarnLimiter(warnEvery),
+		warn:           loglimit.New(warnEvery),
 		providerOpts:   map[request.Kind][]metric.AddOption{},
 		attrOpt:        []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "attribute")))},
 		eventOpt:       []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "event")))},

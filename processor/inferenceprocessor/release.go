@@ -188,7 +188,7 @@ func (p *inferenceProcessor) refused(ctx context.Context, td ptrace.Traces, atte
 	if attempts < maxReleaseAttempts && !consumererror.IsPermanent(err) && p.retry.maxSpans > 0 &&
 		p.retry.add(pending{td: td, attempts: attempts}) {
 		p.tel.ProcessorInferenceReleaseRetries.Add(ctx, int64(td.SpanCount()))
-		if ok, suppressed := p.warn.allow("release_retry", p.now()); ok {
+		if suppressed, ok := p.warn.Allow("release_retry", p.now()); ok {
 			p.logger.Warn("Next consumer refused spans the processor had held back (SGLang join or agent assembly); retrying on the next tick",
 				zap.Int("spans", td.SpanCount()), zap.Int("attempt", attempts), zap.Int("similar_suppressed", suppressed), zap.Error(err))
 		}
@@ -200,7 +200,7 @@ func (p *inferenceProcessor) refused(ctx context.Context, td ptrace.Traces, atte
 // giveUp counts and reports spans the next consumer would not take.
 func (p *inferenceProcessor) giveUp(ctx context.Context, td ptrace.Traces, err error) {
 	p.tel.ProcessorInferenceReleaseFailures.Add(ctx, int64(td.SpanCount()))
-	if ok, suppressed := p.warn.allow("release_refused", p.now()); ok {
+	if suppressed, ok := p.warn.Allow("release_refused", p.now()); ok {
 		p.logger.Warn("Next consumer refused spans the processor had held back (SGLang join or agent assembly); they are lost (otelcol_processor_inference_release_failures)",
 			zap.Int("spans", td.SpanCount()), zap.Int("similar_suppressed", suppressed), zap.Error(err))
 	}

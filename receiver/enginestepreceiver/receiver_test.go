@@ -296,18 +296,6 @@ func TestBadDatagramsAreCountedLoggedAtARateAndNeverFatal(t *testing.T) {
 	assert.Equal(t, "fixture-svc", svc.Str())
 }
 
-func TestRateLimiter(t *testing.T) {
-	var l rateLimiter
-	now := time.Unix(100, 0)
-	_, ok := l.allow(now, time.Second)
-	assert.True(t, ok)
-	_, ok = l.allow(now.Add(500*time.Millisecond), time.Second)
-	assert.False(t, ok)
-	n, ok := l.allow(now.Add(1500*time.Millisecond), time.Second)
-	assert.True(t, ok)
-	assert.Equal(t, 1, n)
-}
-
 func withDropped(t *testing.T, b []byte, pid, dropped uint32) []byte {
 	t.Helper()
 	c := append([]byte(nil), b...)
