@@ -23,7 +23,7 @@ func TestOldUIKeysOnGraphsignalAreRefused(t *testing.T) {
 	for name, tc := range map[string]struct{ set, want string }{
 		"timeline":  {"exporters::graphsignal::timeline::memory_limit_mib=256", "timeline: the dashboard and the timeline moved to the inferprof_ui exporter"},
 		"dashboard": {"exporters::graphsignal::dashboard::goodput::e2e=20s", "dashboard: the dashboard and the timeline moved to the inferprof_ui exporter"},
-		"typo":      {"exporters::inferprof_ui::endpont=127.0.0.1:1", "unknown keys: endpont"},
+		"typo":      {"exporters::inferprof_ui::endpont=127.0.0.1:1", "has invalid keys: endpont"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ports := e2etest.NewPorts(t)

@@ -420,7 +420,14 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		_ = c.ConsumeTraces(ctx, td)
 	})
-	require.Zero(t, allocs)
+	if raceEnabled {
+		// pdatautil.MapHash takes its buffers from a sync.Pool, which the
+		// race detector empties now and then: at most one refill (3
+		// allocations) per resource hashed. Zero holds in the normal build.
+		require.LessOrEqual(t, allocs, float64(3*td.ResourceSpans().Len()))
+	} else {
+		require.Zero(t, allocs)
+	}
 	require.NoError(t, c.Shutdown(ctx))
 }
 

@@ -5,14 +5,13 @@ package inferencemetricsconnector // import "github.com/inferprof/inferprof/conn
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/jonboulle/clockwork"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatautil"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
@@ -47,8 +46,6 @@ type metricsConnector struct {
 	// turnOverflow counts conversations observed into the overflow series,
 	// reported with the next batch's counts.
 	turnOverflow int64
-	digest       *xxhash.Digest
-	scratch      [8]byte
 	idCache      map[aggregate.ResourceKey]pcommon.Map // identity's results
 	// windowSpans counts the request and step spans aggregated since the
 	// last flush the next consumer took: what a crash now would lose.
@@ -88,7 +85,6 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		goodTTFT:    cfg.Goodput.TimeToFirstToken.Seconds(),
 		goodTPOT:    cfg.Goodput.TimePerOutputToken.Seconds(),
 		goodE2E:     cfg.Goodput.E2E.Seconds(),
-		digest:      xxhash.New(),
 		idCache:     map[aggregate.ResourceKey]pcommon.Map{},
 		overflowLog: newOverflowLog(set.Logger, cfg),
 		convs:       newConversations(cfg.Conversations.MaxConversations, cfg.Conversations.Idle),
@@ -768,41 +764,8 @@ func (c *metricsConnector) aggregateStep(now pcommon.Timestamp, resKey aggregate
 	s.Touch(now)
 }
 
-// hashResource hashes the resource's attributes independently of their
-// order: the sum and the xor-rotate of one hash per attribute, 128 bits in
-// all. It allocates nothing for string, int, double and bool values.
-func (c *metricsConnector) hashResource(attrs pcommon.Map) aggregate.ResourceKey {
-	var a, b uint64
-	d := c.digest
-	for k, v := range attrs.All() {
-		d.Reset()
-		_, _ = d.WriteString(k)
-		c.scratch[0] = byte(v.Type())
-		_, _ = d.Write(c.scratch[:1])
-		switch v.Type() {
-		case pcommon.ValueTypeStr:
-			_, _ = d.WriteString(v.Str())
-		case pcommon.ValueTypeInt:
-			binary.LittleEndian.PutUint64(c.scratch[:], uint64(v.Int()))
-			_, _ = d.Write(c.scratch[:])
-		case pcommon.ValueTypeDouble:
-			binary.LittleEndian.PutUint64(c.scratch[:], math.Float64bits(v.Double()))
-			_, _ = d.Write(c.scratch[:])
-		case pcommon.ValueTypeBool:
-			c.scratch[0] = 0
-			if v.Bool() {
-				c.scratch[0] = 1
-			}
-			_, _ = d.Write(c.scratch[:1])
-		default:
-			_, _ = d.WriteString(v.AsString())
-		}
-		h := d.Sum64()
-		a += h
-		b ^= (h*0x9E3779B97F4A7C15)<<31 | (h*0x9E3779B97F4A7C15)>>33
-	}
-	var key aggregate.ResourceKey
-	binary.LittleEndian.PutUint64(key[:8], a)
-	binary.LittleEndian.PutUint64(key[8:], b^uint64(attrs.Len()))
-	return key
+// hashResource keys a resource by its attributes, independently of their
+// order, as contrib's connectors do (pdatautil.MapHash).
+func (*metricsConnector) hashResource(attrs pcommon.Map) aggregate.ResourceKey {
+	return pdatautil.MapHash(attrs)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 	"github.com/inferprof/inferprof/internal/confdur"
+	"github.com/inferprof/inferprof/internal/confstrict"
 	"github.com/inferprof/inferprof/internal/hostcheck"
 )
 
@@ -105,55 +105,16 @@ type TracesConfig struct {
 
 var _ component.Config = (*Config)(nil)
 
-// Unmarshal decodes the configuration: a value that is not a duration is
-// named in the error along with its key (internal/confdur), and so is a key
-// this exporter does not have.
+// Unmarshal decodes the configuration; a value that is not a duration is
+// named in the error along with its key (internal/confdur). An unknown key
+// is an error that names it (internal/confstrict): the squashed
+// confighttp.ClientConfig would otherwise switch that check off for the
+// whole config.
 func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 	if err := confdur.Unmarshal(conf, cfg); err != nil {
 		return err
 	}
-	return checkKeys(conf)
-}
-
-// strictConfig has Config's keys without the Unmarshal methods of
-// confighttp's ClientConfig and ServerConfig, which decode with
-// WithIgnoreUnused: squash-embedded, the client's switches the unknown-key
-// check off for the whole configuration, so a typo or a renamed key
-// (local_endpoint) would start and be ignored. otlp_http v0.161.0 has the
-// same hole, upstream's.
-type strictConfig struct {
-	ClientConfig      strictClient                                             `mapstructure:",squash"`
-	APIKey            configopaque.String                                      `mapstructure:"api_key"`
-	Tags              map[string]string                                        `mapstructure:"tags"`
-	Names             encode.Names                                             `mapstructure:"names"`
-	Local             strictServer                                             `mapstructure:"local"`
-	LocalAllowedHosts []string                                                 `mapstructure:"local_allowed_hosts"`
-	Traces            TracesConfig                                             `mapstructure:"traces"`
-	Timeline          any                                                      `mapstructure:"timeline"`
-	Dashboard         any                                                      `mapstructure:"dashboard"`
-	QueueConfig       configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
-	RetryConfig       configretry.BackOffConfig                                `mapstructure:"retry_on_failure"`
-}
-
-// strictClient and strictServer have confighttp's fields and none of its
-// methods.
-type (
-	strictClient confighttp.ClientConfig
-	strictServer confighttp.ServerConfig
-)
-
-func checkKeys(conf *confmap.Conf) error {
-	def := createDefaultConfig().(*Config)
-	strict := strictConfig{
-		ClientConfig: strictClient(def.ClientConfig), Local: strictServer(def.Local),
-		Names: def.Names, QueueConfig: def.QueueConfig, RetryConfig: def.RetryConfig,
-	}
-	if err := conf.Unmarshal(&strict); err != nil {
-		// The shadow type's name means nothing to a user.
-		msg := strings.ReplaceAll(err.Error(), "'graphsignalexporter.strictConfig' has invalid keys", "unknown keys")
-		return errors.New(strings.ReplaceAll(msg, "'local' has invalid keys", "unknown keys in local"))
-	}
-	return nil
+	return confstrict.Check(conf, cfg)
 }
 
 func createDefaultConfig() component.Config {

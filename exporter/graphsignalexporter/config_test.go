@@ -107,26 +107,6 @@ func TestInvalidConfig(t *testing.T) {
 	assert.Contains(t, err.Error(), `names: "otel" is not graphsignal or source`)
 }
 
-// TestUnknownKeys: a key the exporter does not have is an error that names
-// it, though confighttp's squashed client settings decode leniently.
-func TestUnknownKeys(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	for name, want := range map[string]string{
-		"typo":           "unknown keys: api_kye",
-		"local_endpoint": "unknown keys: local_endpoint",
-		"local_typo":     "unknown keys in local: endpont",
-	} {
-		t.Run(name, func(t *testing.T) {
-			sub, err := cm.Sub("graphsignal/" + name)
-			require.NoError(t, err)
-			err = sub.Unmarshal(createDefaultConfig())
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), want)
-		})
-	}
-}
-
 func TestEndpointTrailingSlash(t *testing.T) {
 	assert.Equal(t, "https://x", trimSlash("https://x//"))
 }

@@ -103,6 +103,8 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 func (h *harness) localURL() string {
 	s, err := instances.LoadOrStore(h.cfg, func() (*shared, error) { return nil, errors.New("not created") })
 	require.NoError(h.t, err)
+	// Released at once: the exporters' handles keep the instance.
+	defer func() { require.NoError(h.t, s.Shutdown(context.Background())) }()
 	return "http://" + s.Unwrap().addr.String()
 }
 

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
+	"github.com/inferprof/inferprof/internal/loglimit"
 )
 
 const (
@@ -46,8 +47,11 @@ type uploader struct {
 	logger    *zap.Logger
 	tb        *metadata.TelemetryBuilder
 
-	failLog limitedLog // retryable failures, at warn
-	keyLog  limitedLog // API key refused, at error
+	// logs limits the retryable-failure warning ("upload") and the API key
+	// error ("api_key"); failures counts retryable failures since the last
+	// success.
+	logs     *loglimit.Limiter
+	failures atomic.Int64
 }
 
 func newUploader(cfg *Config, set exporter.Settings, tb *metadata.TelemetryBuilder) *uploader {
@@ -58,6 +62,7 @@ func newUploader(cfg *Config, set exporter.Settings, tb *metadata.TelemetryBuild
 		userAgent: "inferprof-graphsignal-exporter/" + set.BuildInfo.Version,
 		logger:    set.Logger,
 		tb:        tb,
+		logs:      loglimit.New(logEvery),
 	}
 }
 
@@ -84,11 +89,13 @@ func (u *uploader) send(ctx context.Context, path string, msg proto.Message, ite
 	err := u.post(ctx, path, msg, items)
 	switch {
 	case err == nil:
-		if n := u.failLog.reset(); n > 0 {
-			u.logger.Info("Graphsignal uploads succeed again", zap.Int("failed_attempts", n))
+		if n := u.failures.Swap(0); n > 0 {
+			u.logs.Reset("upload")
+			u.logger.Info("Graphsignal uploads succeed again", zap.Int64("failed_attempts", n))
 		}
 	case !consumererror.IsPermanent(err):
-		if n, ok := u.failLog.allow(time.Now()); ok {
+		u.failures.Add(1)
+		if n, ok := u.logs.Allow("upload", time.Now()); ok {
 			u.logger.Warn("Graphsignal upload failed; retrying with backoff (retry_on_failure)",
 				zap.Error(err), zap.Int("items", items), zap.Int("failed_attempts_not_logged", n))
 		}
@@ -130,7 +137,7 @@ func (u *uploader) classify(ctx context.Context, url string, resp *http.Response
 	err := fmt.Errorf("upload to %s: HTTP %d: %s", url, code, excerpt)
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		if _, ok := u.keyLog.allow(time.Now()); ok {
+		if _, ok := u.logs.Allow("api_key", time.Now()); ok {
 			u.logger.Error("Graphsignal refused the API key; uploads are dropped until api_key is fixed",
 				zap.Int("status", code), zap.String("url", url))
 		}
@@ -150,37 +157,6 @@ func (u *uploader) classify(ctx context.Context, url string, resp *http.Response
 		// Any other 4xx will fail the same way again.
 		return consumererror.NewPermanent(err)
 	}
-}
-
-// limitedLog lets one line through per logEvery and counts the rest.
-type limitedLog struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int // since the last line
-	failures   int // since the last success
-}
-
-// allow reports whether to log now, and how many were held back before.
-func (l *limitedLog) allow(now time.Time) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.failures++
-	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
-		l.suppressed++
-		return 0, false
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	return n, true
-}
-
-// reset ends a run of failures and returns its length.
-func (l *limitedLog) reset() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.failures
-	l.failures, l.suppressed, l.last = 0, 0, time.Time{}
-	return n
 }
 
 // retryAfter parses a Retry-After value: delay-seconds or an HTTP date.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/inferprof/inferprof/internal/confdur"
+	"github.com/inferprof/inferprof/internal/confstrict"
 	"github.com/inferprof/inferprof/internal/hostcheck"
 )
 
@@ -90,19 +90,6 @@ type DashboardConfig struct {
 
 var _ component.Config = (*Config)(nil)
 
-// strictConfig has Config's keys without confighttp.ServerConfig's
-// Unmarshal, which decodes with WithIgnoreUnused and, squash-embedded,
-// would switch the unknown-key check off for the whole configuration.
-type strictConfig struct {
-	ServerConfig strictServer    `mapstructure:",squash"`
-	AllowedHosts []string        `mapstructure:"allowed_hosts"`
-	Timeline     TimelineConfig  `mapstructure:"timeline"`
-	Dashboard    DashboardConfig `mapstructure:"dashboard"`
-}
-
-// strictServer has ServerConfig's fields and none of its methods.
-type strictServer confighttp.ServerConfig
-
 var errGoodputMoved = errors.New("dashboard.goodput: the goodput targets are the inference_metrics connector's " +
 	"(its goodput settings); the dashboard draws the ones it emits, so remove them here")
 
@@ -116,12 +103,9 @@ func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 	if err := confdur.Unmarshal(conf, cfg); err != nil {
 		return err
 	}
-	var strict strictConfig
-	if err := conf.Unmarshal(&strict); err != nil {
-		// The shadow type's name means nothing to a user.
-		return errors.New(strings.ReplaceAll(err.Error(), "'inferprofuiexporter.strictConfig' has invalid keys", "unknown keys"))
-	}
-	return nil
+	// confighttp.ServerConfig decodes leniently and, squashed, would let
+	// any key of this config through (internal/confstrict).
+	return confstrict.Check(conf, cfg)
 }
 
 func createDefaultConfig() component.Config {

@@ -58,7 +58,7 @@ func TestFullConfig(t *testing.T) {
 // server settings, whose own decoder ignores unknown keys.
 func TestConfigErrors(t *testing.T) {
 	for name, want := range map[string]string{
-		"typo":         "unknown keys: endpont",
+		"typo":         "has invalid keys: endpont",
 		"nested_typo":  "'timeline' has invalid keys: max_agee",
 		"old_goodput":  "dashboard.goodput: the goodput targets are the inference_metrics connector's",
 		"bad_duration": "timeline.max_age: 15ns is below the minimum of 1s; did you forget a unit",

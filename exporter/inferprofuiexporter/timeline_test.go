@@ -64,6 +64,9 @@ func addrOf(t *testing.T, cfg *Config) string {
 	t.Helper()
 	s, err := uis.LoadOrStore(cfg, func() (*ui, error) { return nil, errors.New("not created") })
 	require.NoError(t, err)
+	// A handle of its own, released at once: the exporters' handles keep
+	// the instance (sharedcomponent counts its users).
+	defer func() { require.NoError(t, s.Shutdown(t.Context())) }()
 	require.NotNil(t, s.Unwrap().addr)
 	return "http://" + s.Unwrap().addr.String()
 }

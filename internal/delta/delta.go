@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatautil"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -61,9 +62,9 @@ type Converter struct {
 	expiry    time.Duration
 	now       func() time.Time
 	lastSweep time.Time
-	// scratch, reused under mu
-	keys []string
-	buf  []byte
+	// key's scratch, used under mu
+	digest *xxhash.Digest
+	keyBuf [33]byte
 }
 
 // New returns a converter. Cumulative series that began before start are
@@ -78,6 +79,7 @@ func New(start time.Time, now func() time.Time) *Converter {
 		expiry:    DefaultExpiry,
 		now:       now,
 		lastSweep: now(),
+		digest:    xxhash.New(),
 	}
 }
 
@@ -100,7 +102,7 @@ func (c *Converter) Convert(md pmetric.Metrics) (pmetric.Metrics, *Tx, Stats) {
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
-		resHash := c.hashMap(xxhash.New(), rm.Resource().Attributes()).Sum64()
+		res := pdatautil.MapHash(rm.Resource().Attributes())
 		orm := out.ResourceMetrics().AppendEmpty()
 		rm.Resource().CopyTo(orm.Resource())
 		sms := rm.ScopeMetrics()
@@ -110,7 +112,7 @@ func (c *Converter) Convert(md pmetric.Metrics) (pmetric.Metrics, *Tx, Stats) {
 			sm.Scope().CopyTo(osm.Scope())
 			ms := sm.Metrics()
 			for k := 0; k < ms.Len(); k++ {
-				c.convertMetric(tx, &st, resHash, ms.At(k), osm.Metrics())
+				c.convertMetric(tx, &st, res, ms.At(k), osm.Metrics())
 			}
 		}
 	}
@@ -185,34 +187,19 @@ func (c *Converter) lookup(tx *Tx, st *Stats, key uint64) (*series, bool) {
 	return s, false
 }
 
-func (c *Converter) key(resHash uint64, kind byte, name string, attrs pcommon.Map) uint64 {
-	d := xxhash.New()
-	var b [9]byte
-	for i := 0; i < 8; i++ {
-		b[i] = byte(resHash >> (8 * i))
-	}
-	b[8] = kind
-	_, _ = d.Write(b[:])
-	_, _ = d.WriteString(name)
-	return c.hashMap(d, attrs).Sum64()
-}
-
-// hashMap hashes attrs independently of their order.
-func (c *Converter) hashMap(d *xxhash.Digest, attrs pcommon.Map) *xxhash.Digest {
-	c.keys = c.keys[:0]
-	for k := range attrs.All() {
-		c.keys = append(c.keys, k)
-	}
-	slices.Sort(c.keys)
-	for _, k := range c.keys {
-		v, _ := attrs.Get(k)
-		c.buf = append(c.buf[:0], k...)
-		c.buf = append(c.buf, 0)
-		c.buf = append(c.buf, v.AsString()...)
-		c.buf = append(c.buf, 0)
-		_, _ = d.Write(c.buf)
-	}
-	return d
+// key identifies a series: its resource's and its point's attribute sets
+// (pdatautil.MapHash: independent of order, and typed, as contrib keys
+// them), the kind of metric and its name, folded into 64 bits so the maps
+// keep small keys.
+func (c *Converter) key(res [16]byte, kind byte, name string, attrs pcommon.Map) uint64 {
+	a := pdatautil.MapHash(attrs)
+	copy(c.keyBuf[:16], res[:])
+	copy(c.keyBuf[16:32], a[:])
+	c.keyBuf[32] = kind
+	c.digest.Reset()
+	_, _ = c.digest.Write(c.keyBuf[:])
+	_, _ = c.digest.WriteString(name)
+	return c.digest.Sum64()
 }
 
 func newLike(dst pmetric.MetricSlice, m pmetric.Metric) pmetric.Metric {
@@ -238,41 +225,41 @@ func (c *Converter) firstIsBaseline(start pcommon.Timestamp) bool {
 	return start != 0 && uint64(start) < c.startNs
 }
 
-func (c *Converter) convertMetric(tx *Tx, st *Stats, resHash uint64, m pmetric.Metric, dst pmetric.MetricSlice) {
+func (c *Converter) convertMetric(tx *Tx, st *Stats, res [16]byte, m pmetric.Metric, dst pmetric.MetricSlice) {
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		om := newLike(dst, m)
-		c.gauge(tx, st, resHash, m.Name(), m.Gauge().DataPoints(), om.SetEmptyGauge().DataPoints())
+		c.gauge(tx, st, res, m.Name(), m.Gauge().DataPoints(), om.SetEmptyGauge().DataPoints())
 	case pmetric.MetricTypeSum:
 		s := m.Sum()
 		om := newLike(dst, m)
 		if !s.IsMonotonic() {
 			// An up-down counter is a level: Graphsignal shows it as a gauge.
-			c.gauge(tx, st, resHash, m.Name(), s.DataPoints(), om.SetEmptyGauge().DataPoints())
+			c.gauge(tx, st, res, m.Name(), s.DataPoints(), om.SetEmptyGauge().DataPoints())
 			return
 		}
 		os := om.SetEmptySum()
 		os.SetIsMonotonic(true)
 		os.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		c.sum(tx, st, resHash, m.Name(), s.AggregationTemporality(), s.DataPoints(), os.DataPoints())
+		c.sum(tx, st, res, m.Name(), s.AggregationTemporality(), s.DataPoints(), os.DataPoints())
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
 		oh := newLike(dst, m).SetEmptyHistogram()
 		oh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		c.histogram(tx, st, resHash, m.Name(), h.AggregationTemporality(), h.DataPoints(), oh.DataPoints())
+		c.histogram(tx, st, res, m.Name(), h.AggregationTemporality(), h.DataPoints(), oh.DataPoints())
 	case pmetric.MetricTypeSummary:
 		oh := newLike(dst, m).SetEmptyHistogram()
 		oh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		c.summary(tx, st, resHash, m.Name(), m.Summary().DataPoints(), oh.DataPoints())
+		c.summary(tx, st, res, m.Name(), m.Summary().DataPoints(), oh.DataPoints())
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
 		oh := newLike(dst, m).SetEmptyExponentialHistogram()
 		oh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		c.exponential(tx, st, resHash, m.Name(), h.AggregationTemporality(), h.DataPoints(), oh.DataPoints())
+		c.exponential(tx, st, res, m.Name(), h.AggregationTemporality(), h.DataPoints(), oh.DataPoints())
 	}
 }
 
-func (c *Converter) gauge(tx *Tx, st *Stats, resHash uint64, name string, in, out pmetric.NumberDataPointSlice) {
+func (c *Converter) gauge(tx *Tx, st *Stats, res [16]byte, name string, in, out pmetric.NumberDataPointSlice) {
 	for i := 0; i < in.Len(); i++ {
 		dp := in.At(i)
 		v := numberValue(dp)
@@ -280,7 +267,7 @@ func (c *Converter) gauge(tx *Tx, st *Stats, resHash uint64, name string, in, ou
 			st.Unsupported++
 			continue
 		}
-		s, existed := c.lookup(tx, st, c.key(resHash, 'g', name, dp.Attributes()))
+		s, existed := c.lookup(tx, st, c.key(res, 'g', name, dp.Attributes()))
 		if s == nil {
 			continue
 		}
@@ -297,7 +284,7 @@ func (c *Converter) gauge(tx *Tx, st *Stats, resHash uint64, name string, in, ou
 	}
 }
 
-func (c *Converter) sum(tx *Tx, st *Stats, resHash uint64, name string, temp pmetric.AggregationTemporality, in, out pmetric.NumberDataPointSlice) {
+func (c *Converter) sum(tx *Tx, st *Stats, res [16]byte, name string, temp pmetric.AggregationTemporality, in, out pmetric.NumberDataPointSlice) {
 	for i := 0; i < in.Len(); i++ {
 		dp := in.At(i)
 		v := numberValue(dp)
@@ -307,7 +294,7 @@ func (c *Converter) sum(tx *Tx, st *Stats, resHash uint64, name string, temp pme
 		}
 		d, start := v, dp.StartTimestamp()
 		if temp == pmetric.AggregationTemporalityCumulative {
-			s, existed := c.lookup(tx, st, c.key(resHash, 'c', name, dp.Attributes()))
+			s, existed := c.lookup(tx, st, c.key(res, 'c', name, dp.Attributes()))
 			if s == nil {
 				continue
 			}
@@ -337,7 +324,7 @@ func (c *Converter) sum(tx *Tx, st *Stats, resHash uint64, name string, temp pme
 	}
 }
 
-func (c *Converter) histogram(tx *Tx, st *Stats, resHash uint64, name string, temp pmetric.AggregationTemporality, in, out pmetric.HistogramDataPointSlice) {
+func (c *Converter) histogram(tx *Tx, st *Stats, res [16]byte, name string, temp pmetric.AggregationTemporality, in, out pmetric.HistogramDataPointSlice) {
 	for i := 0; i < in.Len(); i++ {
 		dp := in.At(i)
 		bounds := dp.ExplicitBounds().AsRaw()
@@ -346,7 +333,7 @@ func (c *Converter) histogram(tx *Tx, st *Stats, resHash uint64, name string, te
 			st.Unsupported++
 			continue
 		}
-		s, existed := c.lookup(tx, st, c.key(resHash, 'h', name, dp.Attributes()))
+		s, existed := c.lookup(tx, st, c.key(res, 'h', name, dp.Attributes()))
 		if s == nil {
 			continue
 		}
@@ -408,10 +395,10 @@ func (c *Converter) histogram(tx *Tx, st *Stats, resHash uint64, name string, te
 
 // summary keeps a summary's count and sum as a histogram without buckets,
 // as Graphsignal's client does; quantiles have no Graphsignal field.
-func (c *Converter) summary(tx *Tx, st *Stats, resHash uint64, name string, in pmetric.SummaryDataPointSlice, out pmetric.HistogramDataPointSlice) {
+func (c *Converter) summary(tx *Tx, st *Stats, res [16]byte, name string, in pmetric.SummaryDataPointSlice, out pmetric.HistogramDataPointSlice) {
 	for i := 0; i < in.Len(); i++ {
 		dp := in.At(i)
-		s, existed := c.lookup(tx, st, c.key(resHash, 's', name, dp.Attributes()))
+		s, existed := c.lookup(tx, st, c.key(res, 's', name, dp.Attributes()))
 		if s == nil {
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 // coarser scale of the two), the whole point after a reset, nothing for a
 // baseline; min and max are lifetime extremes. A point exphist cannot read
 // (a scale outside [-4, 20], impossible buckets) is counted unsupported.
-func (c *Converter) exponential(tx *Tx, st *Stats, resHash uint64, name string, temp pmetric.AggregationTemporality, in, out pmetric.ExponentialHistogramDataPointSlice) {
+func (c *Converter) exponential(tx *Tx, st *Stats, res [16]byte, name string, temp pmetric.AggregationTemporality, in, out pmetric.ExponentialHistogramDataPointSlice) {
 	for i := 0; i < in.Len(); i++ {
 		dp := in.At(i)
 		cur, ok := exphist.FromPoint(dp)
@@ -22,7 +22,7 @@ func (c *Converter) exponential(tx *Tx, st *Stats, resHash uint64, name string, 
 			st.Unsupported++
 			continue
 		}
-		s, existed := c.lookup(tx, st, c.key(resHash, 'e', name, dp.Attributes()))
+		s, existed := c.lookup(tx, st, c.key(res, 'e', name, dp.Attributes()))
 		if s == nil {
 			continue
 		}

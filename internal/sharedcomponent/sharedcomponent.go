@@ -1,14 +1,15 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package sharedcomponent lets the exporters a collector builds for each
-// signal of one configured component share one instance: one listener, one
-// store. It has the API of contrib's internal/sharedcomponent (v0.161.0),
-// which cannot be imported from outside contrib: Go refuses an import path
-// with an "internal" element from code not rooted at its parent, and core's
-// copy (go.opentelemetry.io/collector/internal/sharedcomponent) is internal
-// to core the same way. Unlike contrib's, the map takes a lock, so tests may
-// build components from several goroutines.
+// Package sharedcomponent lets the components the collector builds for each
+// signal of one config share one instance, started once and shut down once.
+//
+// It is the shape of contrib's internal/sharedcomponent and core's
+// internal/sharedcomponent, which Go's internal rule keeps from us
+// (docs/contrib-helpers.md). One difference: the instance is shut down by the
+// last user's Shutdown, not the first, because the signals' components do not
+// stop together (the nvml receiver's logs scraper still ticks after its
+// metrics scraper stopped).
 package sharedcomponent // import "github.com/inferprof/inferprof/internal/sharedcomponent"
 
 import (
@@ -16,77 +17,159 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
 )
 
-// Map holds the shared instances, keyed by the component's *Config (the
-// collector passes the same pointer for every signal of one component).
+// Map holds one shared instance per key, usually the component's *Config.
+// A zero Map is not usable; use NewMap.
 type Map[K comparable, V component.Component] struct {
-	mu    sync.Mutex
-	comps map[K]*Component[V]
+	mu      sync.Mutex
+	entries map[K]*entry[V]
 }
 
 // NewMap returns an empty Map.
 func NewMap[K comparable, V component.Component]() *Map[K, V] {
-	return &Map[K, V]{comps: map[K]*Component[V]{}}
+	return &Map[K, V]{entries: map[K]*entry[V]{}}
 }
 
-// LoadOrStore returns the instance held for key, or creates it with create
-// and holds it until its Shutdown.
+type entry[V component.Component] struct {
+	comp  V
+	users int // handles not yet shut down; guarded by Map.mu
+
+	mu       sync.Mutex
+	started  bool
+	startErr error
+	host     *host // the host the instance started with; nil before Start
+}
+
+// Component is one user's handle on a shared instance. Its Start and
+// Shutdown run at most once each; the instance starts with the first
+// handle's Start and shuts down with the last handle's Shutdown.
+type Component[V component.Component] struct {
+	e      *entry[V]
+	remove func() bool // drops this handle; true when it was the last
+
+	startOnce, stopOnce sync.Once
+	startErr            error
+	stopErr             error
+}
+
+var _ component.Component = (*Component[component.Component])(nil)
+
+// LoadOrStore returns a new handle on the instance stored under key, first
+// creating that instance with create when there is none. Every handle must
+// be shut down, started or not, for the instance to be released.
 func (m *Map[K, V]) LoadOrStore(key K, create func() (V, error)) (*Component[V], error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c, ok := m.comps[key]; ok {
-		return c, nil
+	e, ok := m.entries[key]
+	if !ok {
+		comp, err := create()
+		if err != nil {
+			return nil, err
+		}
+		e = &entry[V]{comp: comp}
+		m.entries[key] = e
 	}
-	v, err := create()
-	if err != nil {
-		return nil, err
-	}
-	c := &Component[V]{component: v}
-	c.remove = func() {
+	e.users++
+	return &Component[V]{e: e, remove: func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.comps[key] == c {
-			delete(m.comps, key)
+		e.users--
+		if e.users > 0 {
+			return false
 		}
-	}
-	m.comps[key] = c
-	return c, nil
+		if m.entries[key] == e {
+			delete(m.entries, key)
+		}
+		return true
+	}}, nil
 }
 
-// Len is how many instances are held.
+// Len is the number of instances held, for tests.
 func (m *Map[K, V]) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.comps)
+	return len(m.entries)
 }
 
-// Component starts its instance once, on the first Start, and shuts it
-// down once, on the first Shutdown, which also drops it from its Map: the
-// collector shuts every signal's exporter down together.
-type Component[V component.Component] struct {
-	component V
-	startOnce sync.Once
-	stopOnce  sync.Once
-	startErr  error
-	remove    func()
-}
+// Unwrap returns the shared instance.
+func (c *Component[V]) Unwrap() V { return c.e.comp }
 
-// Unwrap returns the instance.
-func (c *Component[V]) Unwrap() V { return c.component }
-
-// Start implements component.Component.
-func (c *Component[V]) Start(ctx context.Context, host component.Host) error {
-	c.startOnce.Do(func() { c.startErr = c.component.Start(ctx, host) })
+// Start starts the shared instance if no handle did; every handle's Start
+// then returns that first Start's error. A status the instance reports
+// through its host reaches every started handle's host, as each pipeline's
+// component has its own.
+func (c *Component[V]) Start(ctx context.Context, h component.Host) error {
+	c.startOnce.Do(func() {
+		c.e.mu.Lock()
+		defer c.e.mu.Unlock()
+		if !c.e.started {
+			c.e.started = true
+			c.e.host = &host{Host: h}
+			c.e.host.add(h)
+			c.e.startErr = c.e.comp.Start(ctx, c.e.host)
+		} else {
+			c.e.host.add(h)
+		}
+		c.startErr = c.e.startErr
+	})
 	return c.startErr
 }
 
-// Shutdown implements component.Component; it may be called without Start.
+// Shutdown releases this handle; the last one shuts the instance down
+// (started or not: a component's Shutdown must be safe without Start) and
+// forgets its key, so a new pipeline with the same config builds afresh.
 func (c *Component[V]) Shutdown(ctx context.Context) error {
-	var err error
 	c.stopOnce.Do(func() {
-		err = c.component.Shutdown(ctx)
-		c.remove()
+		if !c.remove() {
+			return
+		}
+		c.e.mu.Lock()
+		defer c.e.mu.Unlock()
+		c.stopErr = c.e.comp.Shutdown(ctx)
 	})
-	return err
+	return c.stopErr
+}
+
+// host is the host a shared instance starts with: the first handle's, with
+// status reports fanned out to every handle's host (core's hostWrapper).
+type host struct {
+	component.Host
+
+	mu      sync.Mutex
+	targets []componentstatus.Reporter
+	recent  []*componentstatus.Event // replayed to a handle that starts later
+}
+
+var _ componentstatus.Reporter = (*host)(nil)
+
+// keepRecent is how many past events a late handle's host is told.
+const keepRecent = 5
+
+func (h *host) add(c component.Host) {
+	r, ok := c.(componentstatus.Reporter)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.recent {
+		r.Report(e)
+	}
+	h.targets = append(h.targets, r)
+}
+
+func (h *host) Report(e *componentstatus.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.targets) > 0 {
+		h.recent = append(h.recent, e)
+		if len(h.recent) > keepRecent {
+			h.recent = h.recent[1:]
+		}
+	}
+	for _, r := range h.targets {
+		r.Report(e)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
@@ -37,7 +38,7 @@ type inferenceProcessor struct {
 	pricer     *cost.Pricer     // nil when nothing is priced
 
 	// warn rate-limits the warnings about anomalies and refusals.
-	warn *warnLimiter
+	warn *loglimit.Limiter
 
 	// for tests
 	now  func() time.Time
@@ -74,7 +75,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		},
 		phaseSpans:     cfg.PhaseSpans,
 		now:            time.Now,
-		warn:           newWarnLimiter(warnEvery),
+		warn:           loglimit.New(warnEvery),
 		providerOpts:   map[request.Kind][]metric.AddOption{},
 		anomalyOpts:    map[string][]metric.AddOption{},
 		incompleteOpts: reasonOpts(incompleteReasons),

@@ -149,7 +149,7 @@ func (p *inferenceProcessor) flush(ctx context.Context, released ptrace.Traces, 
 // giveUp counts and reports spans the next consumer would not take.
 func (p *inferenceProcessor) giveUp(ctx context.Context, td ptrace.Traces, err error) {
 	p.tel.ProcessorInferenceReleaseFailures.Add(ctx, int64(td.SpanCount()))
-	if ok, suppressed := p.warn.allow("release_refused", p.now()); ok {
+	if suppressed, ok := p.warn.Allow("release_refused", p.now()); ok {
 		p.logger.Warn("Next consumer refused spans the processor had held back (SGLang join or agent assembly); they are lost (otelcol_processor_inference_release_failures)",
 			zap.Int("spans", td.SpanCount()), zap.Int("similar_suppressed", suppressed), zap.Error(err))
 	}

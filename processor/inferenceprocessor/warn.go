@@ -6,7 +6,6 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -17,37 +16,9 @@ import (
 	"github.com/inferprof/inferprof/internal/request"
 )
 
-// warnEvery is how often a warning of one kind is repeated after its first.
+// warnEvery is how often a warning of one kind is repeated after its first
+// (internal/loglimit; the kinds are anomaly reasons and a few events).
 const warnEvery = time.Minute
-
-// warnLimiter lets the first warning of each kind through, then at most one
-// per interval, counting those it held back. Its kinds are a fixed set
-// (anomaly reasons and a few events), so its map is bounded.
-type warnLimiter struct {
-	mu         sync.Mutex
-	every      time.Duration
-	last       map[string]time.Time
-	suppressed map[string]int
-}
-
-func newWarnLimiter(every time.Duration) *warnLimiter {
-	return &warnLimiter{every: every, last: map[string]time.Time{}, suppressed: map[string]int{}}
-}
-
-// allow reports whether a warning of kind may be logged now, and how many
-// of that kind were held back since the last one logged.
-func (l *warnLimiter) allow(kind string, now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last, seen := l.last[kind]
-	if seen && now.Sub(last) < l.every {
-		l.suppressed[kind]++
-		return false, 0
-	}
-	n := l.suppressed[kind]
-	l.last[kind], l.suppressed[kind] = now, 0
-	return true, n
-}
 
 // countAnomalies counts a request span's anomalies by reason and warns
 // about the first of each reason (then once a minute), so they are seen
@@ -64,12 +35,12 @@ func (p *inferenceProcessor) countAnomalies(ctx context.Context, span ptrace.Spa
 			reason = "other" // keeps the limiter's kinds bounded
 		}
 		p.tel.ProcessorInferenceAnomalies.Add(ctx, 1, opts...)
-		if ok, suppressed := p.warn.allow("anomaly:"+reason, p.now()); ok {
+		if suppressed, ok := p.warn.Allow("anomaly:"+reason, p.now()); ok {
 			p.logger.Warn("Engine request span has a bad value; it was left out and marked in inferprof.anomaly "+
 				"(counted in otelcol_processor_inference_anomalies)",
 				zap.String("reason", reason), zap.String("attribute", key), zap.String("provider", r.Provider),
 				zap.String("span", span.Name()), zap.String("trace_id", span.TraceID().String()),
-				zap.Int("similar_suppressed", suppressed), zap.Duration("repeat_every", p.warn.every))
+				zap.Int("similar_suppressed", suppressed), zap.Duration("repeat_every", p.warn.Every()))
 		}
 	}
 }

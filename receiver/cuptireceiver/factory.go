@@ -5,12 +5,12 @@ package cuptireceiver // import "github.com/inferprof/inferprof/receiver/cuptire
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/inferprof/inferprof/internal/sharedcomponent"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
 )
 
@@ -26,44 +26,24 @@ func NewFactory() receiver.Factory {
 
 // One receiver (one socket) serves both the metrics and the traces
 // pipeline that name the same config, as the otlp receiver does.
-var (
-	sharedMu sync.Mutex
-	shared   = map[*Config]*cuptiReceiver{}
-)
-
-func getOrCreate(set receiver.Settings, cfg *Config) (*cuptiReceiver, error) {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if r, ok := shared[cfg]; ok {
-		return r, nil
-	}
-	r, err := newReceiver(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	r.release = func() {
-		sharedMu.Lock()
-		delete(shared, cfg)
-		sharedMu.Unlock()
-	}
-	shared[cfg] = r
-	return r, nil
-}
+var receivers = sharedcomponent.NewMap[*Config, *cuptiReceiver]()
 
 func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
-	r, err := getOrCreate(set, cfg.(*Config))
+	c := cfg.(*Config)
+	r, err := receivers.LoadOrStore(c, func() (*cuptiReceiver, error) { return newReceiver(set, c) })
 	if err != nil {
 		return nil, err
 	}
-	r.nextMetrics = next
+	r.Unwrap().nextMetrics = next
 	return r, nil
 }
 
 func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
-	r, err := getOrCreate(set, cfg.(*Config))
+	c := cfg.(*Config)
+	r, err := receivers.LoadOrStore(c, func() (*cuptiReceiver, error) { return newReceiver(set, c) })
 	if err != nil {
 		return nil, err
 	}
-	r.nextTraces = next
+	r.Unwrap().nextTraces = next
 	return r, nil
 }

@@ -13,9 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadatatest"
 )
 
 // graphTotals sums graph launch duration (ns) and count per signature over
@@ -116,7 +119,7 @@ func TestGraphIDTableResetKeepsTheExecID(t *testing.T) {
 	dur, _ := graphTotals(h.sink)
 	assert.InDelta(t, 30.0, dur["0000000000000002"], 1e-3)
 	assert.InDelta(t, 30.0, dur[unknownSig], 1e-3, "ids before the reset, and the graph id cleared with them")
-	assert.Equal(t, int64(1), h.counter(t, "receiver_cupti_graph_table_resets"))
+	metadatatest.AssertEqualReceiverCuptiGraphTableResets(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 	assert.Equal(t, 1, h.logs.FilterMessageSnippet("graph id table full").Len(), "warned once")
 }
 

@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadatatest"
@@ -38,9 +40,9 @@ func TestQuietStreamWhileEngineRuns(t *testing.T) {
 	_, err := c.Write(b)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_quiet_streams") == 1 }, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, int64(2), h.counter(t, "receiver_cupti_pool_exhausted"))
-	require.Equal(t, int64(30), h.counter(t, "receiver_cupti_overflow_dropped_records"))
-	require.Equal(t, int64(400), h.counter(t, "receiver_cupti_rate_limited_records"))
+	metadatatest.AssertEqualReceiverCuptiPoolExhausted(t, h.tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualReceiverCuptiOverflowDroppedRecords(t, h.tel, []metricdata.DataPoint[int64]{{Value: 30}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualReceiverCuptiRateLimitedRecords(t, h.tel, []metricdata.DataPoint[int64]{{Value: 400}}, metricdatatest.IgnoreTimestamp())
 
 	// Buffers flow again, then stop while launches go on past quiet_after.
 	b = live(cuptiwire.Liveness{Launches: 30, BuffersCompleted: 6, State: cuptiwire.LiveEnabled})
@@ -60,7 +62,7 @@ func TestQuietStreamWhileEngineRuns(t *testing.T) {
 	_, err = c2.Write(b)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_pool_exhausted") == 3 }, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, int64(2), h.counter(t, "receiver_cupti_quiet_streams"))
+	metadatatest.AssertEqualReceiverCuptiQuietStreams(t, h.tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
 }
 
 // memStorage is a storage extension kept in memory, shared by two receiver

@@ -50,7 +50,6 @@ type cuptiReceiver struct {
 	// nextMetrics and nextTraces are set by the factory before Start.
 	nextMetrics consumer.Metrics
 	nextTraces  consumer.Traces
-	release     func() // forgets the shared instance at Shutdown
 	started     bool
 	corr        *correlation // the shared correlation window, from Start
 	tb          *metadata.TelemetryBuilder
@@ -597,9 +596,6 @@ func readTraceFile(agg *aggregate.Aggregator, path string, lim kineto.Limits) (k
 func (r *cuptiReceiver) Shutdown(ctx context.Context) error {
 	var err error
 	r.shutOnce.Do(func() {
-		if r.release != nil {
-			r.release()
-		}
 		if r.cancel == nil {
 			return
 		}

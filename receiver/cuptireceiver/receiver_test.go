@@ -20,11 +20,13 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/telemetrytest"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadatatest"
 )
 
@@ -87,17 +89,11 @@ func startWithClock(t *testing.T, mutate func(*Config), spans *consumertest.Trac
 	return &harness{r: r, sink: sink, tel: tel, cfg: cfg, logs: logs}
 }
 
+// counter reads one of the receiver's own counters, declared in
+// metadata.yaml (a misspelt name fails); the exact checks use metadatatest.
 func (h *harness) counter(t *testing.T, name string) int64 {
 	t.Helper()
-	m, err := h.tel.GetMetric("otelcol_" + name)
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-		n += dp.Value
-	}
-	return n
+	return telemetrytest.NewCounters(t, h.tel, "metadata.yaml").Sum(t, name)
 }
 
 // kernelSeconds sums a kernel's duration over everything the sink got.
@@ -200,8 +196,8 @@ func TestBadConnectionDoesNotDisturbOthers(t *testing.T) {
 	assert.InDelta(t, 150*2000e-9, kernelSeconds(h.sink, "vllm::rms_norm_kernel", 101), 1e-12)
 	assert.Zero(t, kernelSeconds(h.sink, "vllm::rms_norm_kernel", 202))
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_engine_dropped_records") == 7 }, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, int64(2), h.counter(t, "receiver_cupti_cupti_dropped_records"))
-	assert.Equal(t, int64(2), h.counter(t, "receiver_cupti_connections"))
+	metadatatest.AssertEqualReceiverCuptiCuptiDroppedRecords(t, h.tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualReceiverCuptiConnections(t, h.tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
 }
 
 // A library whose connection dropped reconnects and sends its totals again:
@@ -221,8 +217,8 @@ func TestLibraryStatsSurviveReconnect(t *testing.T) {
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_engine_dropped_records") == 7 }, 5*time.Second, 5*time.Millisecond)
 	send(2000, cuptiwire.Stats{DroppedRecords: 3})
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_engine_dropped_records") == 10 }, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, int64(1), h.counter(t, "receiver_cupti_cupti_dropped_records"), "sent twice, counted once")
-	assert.Equal(t, int64(3), h.counter(t, "receiver_cupti_connections"))
+	metadatatest.AssertEqualReceiverCuptiCuptiDroppedRecords(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp()) // sent twice, counted once
+	metadatatest.AssertEqualReceiverCuptiConnections(t, h.tel, []metricdata.DataPoint[int64]{{Value: 3}}, metricdatatest.IgnoreTimestamp())
 }
 
 // Tensor-parallel workers connect at once; each keeps its own resource.
@@ -267,7 +263,7 @@ func TestMaxConnections(t *testing.T) {
 	_ = second.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = second.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF)
-	assert.Equal(t, int64(1), h.counter(t, "receiver_cupti_connections_rejected"))
+	metadatatest.AssertEqualReceiverCuptiConnectionsRejected(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 }
 
 func TestStaleSocketIsReplacedLiveOneRefused(t *testing.T) {
@@ -333,7 +329,7 @@ func TestKinetoDirectory(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 	assert.InDelta(t, 1.76e-6, kernelSeconds(h.sink, "triton_poi_fused_add_cos_sin", 0), 1e-12)
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_bad_trace_files") == 2 }, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, int64(1), h.counter(t, "receiver_cupti_trace_files"))
+	metadatatest.AssertEqualReceiverCuptiTraceFiles(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 	// Each file is read once.
 	before := len(h.sink.AllMetrics())
 	require.Eventually(t, func() bool { return h.counter(t, "receiver_cupti_records") > 0 }, 5*time.Second, 5*time.Millisecond)
@@ -374,7 +370,7 @@ func TestKernelSpans(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := f.CreateTraces(t.Context(), set, cfg, traces)
 	require.NoError(t, err)
-	require.Same(t, mr.(*cuptiReceiver), tr.(*cuptiReceiver), "one socket serves both pipelines")
+	require.Same(t, unwrap(mr), unwrap(tr), "one socket serves both pipelines")
 	require.NoError(t, mr.Start(t.Context(), componenttest.NewNopHost()))
 	require.NoError(t, tr.Start(t.Context(), componenttest.NewNopHost()))
 	defer func() {
@@ -397,7 +393,7 @@ func TestKernelSpans(t *testing.T) {
 
 	_, err = c.Write(cuptiwire.AppendRecords(nil, kernels(1, 1000, 500))) // 100 sampled, capped at 5 per interval
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { rec, _ := mr.(*cuptiReceiver).agg.Stats(); return rec == 1030 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { rec, _ := unwrap(mr).agg.Stats(); return rec == 1030 }, 5*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool { return kernelSeconds(metrics, "vllm::rms_norm_kernel", 77) >= 1030*500e-9-1e-12 }, 5*time.Second, 5*time.Millisecond)
 	assert.LessOrEqual(t, traces.SpanCount(), 3+5*2, "capped per interval")
 }
@@ -430,7 +426,7 @@ func TestIdleClientsDoNotLockOutTheLibrary(t *testing.T) {
 		_, err := c.Read(make([]byte, 1))
 		require.ErrorIs(t, err, io.EOF, "the receiver closes an idle connection")
 	}
-	require.Equal(t, int64(idle), h.counter(t, "receiver_cupti_idle_connections"))
+	metadatatest.AssertEqualReceiverCuptiIdleConnections(t, h.tel, []metricdata.DataPoint[int64]{{Value: idle}}, metricdatatest.IgnoreTimestamp())
 
 	lib := dial(t, h.cfg.Endpoint)
 	b := cuptiwire.AppendHello(nil, 4242, 0, "node")

@@ -15,9 +15,12 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadatatest"
 )
 
 // refusing refuses the first n flushes with err, as memory_limiter does
@@ -74,7 +77,7 @@ func TestRefusedIntervalIsCarriedIntoTheNextFlush(t *testing.T) {
 	require.Len(t, h.sink.AllMetrics(), 1)
 	assert.Equal(t, int64(17), kernelCount(h.sink, "k_kernel"), "every refused record arrives once")
 	assert.InDelta(t, 17*100e-9, kernelSeconds(h.sink, "k_kernel", 5), 1e-15)
-	assert.Equal(t, int64(2), h.counter(t, "receiver_cupti_refused_flushes"))
+	metadatatest.AssertEqualReceiverCuptiRefusedFlushes(t, h.tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
 	assert.Zero(t, h.counter(t, "receiver_cupti_refused_dropped_records"))
 
 	h.r.flush(t.Context(), false)
@@ -86,13 +89,13 @@ func TestRefusedPermanentlyOrAtShutdownIsCounted(t *testing.T) {
 	h, _ := startRefusing(t, 1, consumererror.NewPermanent(errors.New("bad data")))
 	sendKernels(t, h, 5, 10, 10)
 	h.r.flush(t.Context(), false)
-	assert.Equal(t, int64(10), h.counter(t, "receiver_cupti_refused_dropped_records"))
+	metadatatest.AssertEqualReceiverCuptiRefusedDroppedRecords(t, h.tel, []metricdata.DataPoint[int64]{{Value: 10}}, metricdatatest.IgnoreTimestamp())
 	h.r.flush(t.Context(), false)
 	assert.Zero(t, kernelCount(h.sink, "k_kernel"), "a permanent refusal is not retried")
 
 	h2, _ := startRefusing(t, 1, errors.New("data refused due to high memory usage"))
 	sendKernels(t, h2, 6, 7, 7)
 	require.NoError(t, h2.r.Shutdown(t.Context()))
-	assert.Equal(t, int64(1), h2.counter(t, "receiver_cupti_refused_flushes"))
-	assert.Equal(t, int64(7), h2.counter(t, "receiver_cupti_refused_dropped_records"), "nothing after shutdown can carry it")
+	metadatatest.AssertEqualReceiverCuptiRefusedFlushes(t, h2.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualReceiverCuptiRefusedDroppedRecords(t, h2.tel, []metricdata.DataPoint[int64]{{Value: 7}}, metricdatatest.IgnoreTimestamp()) // nothing after shutdown can carry it
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
+	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/internal/unixsock"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
@@ -30,7 +31,8 @@ import (
 
 const (
 	transport = "unixgram"
-	// badLogInterval rate-limits the warning about undecodable datagrams.
+	// badLogInterval rate-limits the warnings about undecodable datagrams
+	// and refused or faulty rings.
 	badLogInterval = 10 * time.Second
 	// maxSources bounds the per-process state kept to turn the hooks'
 	// running counts into deltas; past it the least recently heard process
@@ -79,8 +81,7 @@ type engineStepReceiver struct {
 	conv    converter
 	sources map[sourceKey]*source
 	tick    uint64 // orders sources by when they were last heard
-	badLog  rateLimiter
-	ringLog rateLimiter
+	warn    *loglimit.Limiter
 	now     func() time.Time
 }
 
@@ -116,6 +117,7 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*eng
 		dec:     stepwire.NewDecoder(),
 		conv:    newConverter(set.BuildInfo.Version),
 		sources: map[sourceKey]*source{},
+		warn:    loglimit.New(badLogInterval),
 		now:     time.Now,
 	}, nil
 }
@@ -328,7 +330,7 @@ func (r *engineStepReceiver) control(ctx context.Context, c control, fds []int) 
 	switch {
 	case err != nil:
 		r.tb.ReceiverEngineStepRingsRefused.Add(ctx, 1)
-		if n, ok := r.ringLog.allow(r.now(), badLogInterval); ok {
+		if n, ok := r.warn.Allow("ring", r.now()); ok {
 			r.set.Logger.Warn("refused an engine step ring; that hook sends datagrams instead",
 				zap.Error(err), zap.Int("suppressed_since_last", n))
 		}
@@ -351,7 +353,7 @@ func (r *engineStepReceiver) reap(ctx context.Context, buf []byte, record func([
 // reader skipped to the writer's position.
 func (r *engineStepReceiver) ringFault(ctx context.Context, err error) {
 	r.tb.ReceiverEngineStepRingFaults.Add(ctx, 1)
-	if n, ok := r.ringLog.allow(r.now(), badLogInterval); ok {
+	if n, ok := r.warn.Allow("ring", r.now()); ok {
 		r.set.Logger.Warn("skipped part of an engine step ring", zap.Error(err), zap.Int("suppressed_since_last", n))
 	}
 }
@@ -426,7 +428,7 @@ func (r *engineStepReceiver) handle(ctx context.Context, b []byte) {
 
 func (r *engineStepReceiver) bad(ctx context.Context, err error, size int) {
 	r.tb.ReceiverEngineStepBadDatagrams.Add(ctx, 1)
-	if n, ok := r.badLog.allow(r.now(), badLogInterval); ok {
+	if n, ok := r.warn.Allow("datagram", r.now()); ok {
 		r.set.Logger.Warn("dropped a bad engine step datagram",
 			zap.Error(err), zap.Int("bytes", size), zap.Int("suppressed_since_last", n))
 	}
@@ -510,20 +512,4 @@ func (r *engineStepReceiver) forgetOldestSource(ctx context.Context) {
 	}
 	delete(r.sources, oldest)
 	r.tb.ReceiverEngineStepSourcesEvicted.Add(ctx, 1)
-}
-
-// rateLimiter lets one event through per interval and counts the rest.
-type rateLimiter struct {
-	last       time.Time
-	suppressed int
-}
-
-func (l *rateLimiter) allow(now time.Time, every time.Duration) (suppressed int, ok bool) {
-	if !l.last.IsZero() && now.Sub(l.last) < every {
-		l.suppressed++
-		return 0, false
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	return n, true
 }

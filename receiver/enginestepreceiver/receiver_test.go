@@ -24,13 +24,16 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/stepwire"
+	"github.com/inferprof/inferprof/internal/telemetrytest"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
+	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadatatest"
 )
 
 const fixtures = "../../internal/stepwire/testdata"
@@ -87,17 +90,11 @@ func (h *harness) send(t *testing.T, datagrams ...[]byte) {
 	}
 }
 
+// counter reads one of the receiver's own counters, declared in
+// metadata.yaml (a misspelt name fails); the exact checks use metadatatest.
 func (h *harness) counter(t *testing.T, name string) int64 {
 	t.Helper()
-	m, err := h.tel.GetMetric("otelcol_" + name)
-	if err != nil {
-		return 0
-	}
-	var total int64
-	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-		total += dp.Value
-	}
-	return total
+	return telemetrytest.NewCounters(t, h.tel, "metadata.yaml").Sum(t, name)
 }
 
 // unstarted returns a receiver to call handle on directly, and a reader of
@@ -201,7 +198,7 @@ func TestPythonDatagramsBecomeEngineStepSpans(t *testing.T) {
 	v, _ := sp2.Attributes().Get(names.AttrStepPreempted)
 	assert.Equal(t, []string{"chatcmpl-b"}, strSlice(v))
 	assert.NotEqual(t, sp.TraceID(), sp2.TraceID(), "one trace per step")
-	assert.Equal(t, int64(2), h.counter(t, "receiver_engine_step_steps"))
+	metadatatest.AssertEqualReceiverEngineStepSteps(t, h.tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
 }
 
 func TestVersion2CarriesResumedAndDegraded(t *testing.T) {
@@ -224,7 +221,7 @@ func TestVersion2CarriesResumedAndDegraded(t *testing.T) {
 	v, ok = a.Get(names.AttrStepDegraded)
 	require.True(t, ok)
 	assert.True(t, v.Bool())
-	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_degraded_steps"))
+	metadatatest.AssertEqualReceiverEngineStepDegradedSteps(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 }
 
 // Version 4: the step's batch number and launch windows become span
@@ -296,18 +293,6 @@ func TestBadDatagramsAreCountedLoggedAtARateAndNeverFatal(t *testing.T) {
 	assert.Equal(t, "fixture-svc", svc.Str())
 }
 
-func TestRateLimiter(t *testing.T) {
-	var l rateLimiter
-	now := time.Unix(100, 0)
-	_, ok := l.allow(now, time.Second)
-	assert.True(t, ok)
-	_, ok = l.allow(now.Add(500*time.Millisecond), time.Second)
-	assert.False(t, ok)
-	n, ok := l.allow(now.Add(1500*time.Millisecond), time.Second)
-	assert.True(t, ok)
-	assert.Equal(t, 1, n)
-}
-
 func withDropped(t *testing.T, b []byte, pid, dropped uint32) []byte {
 	t.Helper()
 	c := append([]byte(nil), b...)
@@ -327,7 +312,7 @@ func TestHookDropsAreCountedAsDeltas(t *testing.T) {
 		withDropped(t, b, 10, 1), // restarted count: +1
 	)
 	require.Eventually(t, func() bool { return h.sink.SpanCount() == 5 }, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, int64(11), h.counter(t, "receiver_engine_step_hook_dropped"))
+	metadatatest.AssertEqualReceiverEngineStepHookDropped(t, h.tel, []metricdata.DataPoint[int64]{{Value: 11}}, metricdatatest.IgnoreTimestamp())
 }
 
 func TestHookEvictedIDsAreCountedAsDeltas(t *testing.T) {
@@ -340,7 +325,7 @@ func TestHookEvictedIDsAreCountedAsDeltas(t *testing.T) {
 	}
 	h.send(t, evicted(10, 3), evicted(10, 7), evicted(11, 1))
 	require.Eventually(t, func() bool { return h.sink.SpanCount() == 3 }, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, int64(8), h.counter(t, "receiver_engine_step_hook_evicted_ids"))
+	metadatatest.AssertEqualReceiverEngineStepHookEvictedIds(t, h.tel, []metricdata.DataPoint[int64]{{Value: 8}}, metricdatatest.IgnoreTimestamp())
 }
 
 // TestSourcesAreBoundedAndCounted: past maxSources hook processes the one
@@ -385,7 +370,7 @@ func TestTruncatedStepsAreMarkedAndCounted(t *testing.T) {
 	v, ok := sp.Attributes().Get(names.AttrStepIDsTruncated)
 	require.True(t, ok)
 	assert.True(t, v.Bool())
-	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_truncated_steps"))
+	metadatatest.AssertEqualReceiverEngineStepTruncatedSteps(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 }
 
 func TestRefusedStepsDoNotStopTheReceiver(t *testing.T) {

@@ -15,10 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"golang.org/x/sys/unix"
 
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/stepwire"
+	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadatatest"
 )
 
 // testRing is a hook's side of a ring, in Go, following
@@ -141,7 +144,7 @@ func TestRingRecordsBecomeSpans(t *testing.T) {
 		want[i] = int64(i + 1)
 	}
 	assert.Equal(t, want, stepIndexes(h), "every record once, in order, across the ring's end")
-	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_rings"))
+	metadatatest.AssertEqualReceiverEngineStepRings(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 	res := spans(h.sink.AllTraces())[0].Resource().Attributes()
 	v, _ := res.Get(names.ResourceServiceInstance)
 	assert.Equal(t, "inst-1", v.Str(), "the hook's service.instance.id")
@@ -149,7 +152,7 @@ func TestRingRecordsBecomeSpans(t *testing.T) {
 	g.announce(t, h.path) // again, as after a second without a beat
 	g.write(t, h.path, stepRecord(1, 201))
 	require.Eventually(t, func() bool { return h.sink.SpanCount() == 201 }, 5*time.Second, time.Millisecond)
-	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_rings"), "one ring, announced twice")
+	metadatatest.AssertEqualReceiverEngineStepRings(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp()) // one ring, announced twice
 	assert.Zero(t, h.counter(t, "receiver_engine_step_rings_refused"))
 }
 
@@ -245,7 +248,7 @@ func TestRingFaultIsCountedAndSkipped(t *testing.T) {
 	require.Eventually(t, func() bool { return binary.LittleEndian.Uint64(g.mem[128:]) == 1<<40 },
 		5*time.Second, time.Millisecond, "the reader skipped to the writer's position")
 	assert.Equal(t, 1, h.sink.SpanCount())
-	assert.Equal(t, int64(1), h.counter(t, "receiver_engine_step_rings"), "the ring stays attached")
+	metadatatest.AssertEqualReceiverEngineStepRings(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp()) // the ring stays attached
 }
 
 // blockingSink holds the first ConsumeTraces call until block is closed.

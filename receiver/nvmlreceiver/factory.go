@@ -5,7 +5,6 @@ package nvmlreceiver // import "github.com/inferprof/inferprof/receiver/nvmlrece
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -16,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/inferprof/inferprof/internal/sharedcomponent"
 	"github.com/inferprof/inferprof/receiver/nvmlreceiver/internal/metadata"
 )
 
@@ -58,58 +58,27 @@ type gpuSource interface {
 	wantLogs()
 }
 
-// sharedSource reference-counts a gpuSource between the metrics and logs receivers of one config.
-type sharedSource struct {
-	src  gpuSource
-	cfg  *Config
-	mu   sync.Mutex
-	refs int
+// sourceComponent is a gpuSource in the shape sharedcomponent holds.
+type sourceComponent struct{ gpuSource }
+
+func (s sourceComponent) Start(ctx context.Context, host component.Host) error {
+	return s.start(ctx, host)
 }
 
-var (
-	sourcesMu sync.Mutex
-	sources   = map[*Config]*sharedSource{}
-)
+func (s sourceComponent) Shutdown(ctx context.Context) error { return s.shutdown(ctx) }
 
-func getSource(cfg *Config, set receiver.Settings) (*sharedSource, error) {
-	sourcesMu.Lock()
-	defer sourcesMu.Unlock()
-	if s, ok := sources[cfg]; ok {
-		return s, nil
-	}
-	src, err := newDefaultSource(cfg, set)
-	if err != nil {
-		return nil, err
-	}
-	s := &sharedSource{src: src, cfg: cfg}
-	sources[cfg] = s
-	return s, nil
-}
+// sharedSource is one receiver's handle on its config's gpuSource: NVML is
+// initialised by the first receiver's Start and shut down by the last one's
+// Shutdown.
+type sharedSource = *sharedcomponent.Component[sourceComponent]
 
-func (s *sharedSource) start(ctx context.Context, host component.Host) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refs++
-	if s.refs > 1 {
-		return nil
-	}
-	return s.src.start(ctx, host)
-}
+var sources = sharedcomponent.NewMap[*Config, sourceComponent]()
 
-func (s *sharedSource) shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refs == 0 { // shutdown without start
-		return nil
-	}
-	s.refs--
-	if s.refs > 0 {
-		return nil
-	}
-	sourcesMu.Lock()
-	delete(sources, s.cfg)
-	sourcesMu.Unlock()
-	return s.src.shutdown(ctx)
+func getSource(cfg *Config, set receiver.Settings) (sharedSource, error) {
+	return sources.LoadOrStore(cfg, func() (sourceComponent, error) {
+		src, err := newDefaultSource(cfg, set)
+		return sourceComponent{src}, err
+	})
 }
 
 func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
@@ -130,8 +99,8 @@ func createLogs(_ context.Context, set receiver.Settings, cfg component.Config, 
 	return newLogsReceiver(set, c, src, next)
 }
 
-func newMetricsReceiver(set receiver.Settings, cfg *Config, src *sharedSource, next consumer.Metrics, opts ...scraperhelper.ControllerOption) (receiver.Metrics, error) {
-	s, err := scraper.NewMetrics(src.src.scrapeMetrics, scraper.WithStart(src.start), scraper.WithShutdown(src.shutdown))
+func newMetricsReceiver(set receiver.Settings, cfg *Config, src sharedSource, next consumer.Metrics, opts ...scraperhelper.ControllerOption) (receiver.Metrics, error) {
+	s, err := scraper.NewMetrics(src.Unwrap().scrapeMetrics, scraper.WithStart(src.Start), scraper.WithShutdown(src.Shutdown))
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +108,11 @@ func newMetricsReceiver(set receiver.Settings, cfg *Config, src *sharedSource, n
 	return scraperhelper.NewMetricsController(&cfg.ControllerConfig, set, next, opts...)
 }
 
-func newLogsReceiver(set receiver.Settings, cfg *Config, src *sharedSource, next consumer.Logs, opts ...scraperhelper.ControllerOption) (receiver.Logs, error) {
-	src.src.wantLogs()
+func newLogsReceiver(set receiver.Settings, cfg *Config, src sharedSource, next consumer.Logs, opts ...scraperhelper.ControllerOption) (receiver.Logs, error) {
+	src.Unwrap().wantLogs()
 	f := scraper.NewFactory(metadata.Type, nil, scraper.WithLogs(
 		func(context.Context, scraper.Settings, component.Config) (scraper.Logs, error) {
-			return scraper.NewLogs(src.src.scrapeLogs, scraper.WithStart(src.start), scraper.WithShutdown(src.shutdown))
+			return scraper.NewLogs(src.Unwrap().scrapeLogs, scraper.WithStart(src.Start), scraper.WithShutdown(src.Shutdown))
 		}, metadata.LogsStability))
 	opts = append(opts, scraperhelper.AddFactoryWithConfig(f, nil))
 	return scraperhelper.NewLogsController(&cfg.ControllerConfig, set, next, opts...)

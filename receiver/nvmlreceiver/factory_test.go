@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/inferprof/inferprof/internal/sharedcomponent"
 	"github.com/inferprof/inferprof/receiver/nvmlreceiver/internal/metadata"
 )
 
@@ -26,16 +27,22 @@ import (
 func TestMetricsAndLogsPipelinesShareOneNVMLSession(t *testing.T) {
 	srv, q := newMockServer(2)
 	env := newTestEnv(t, srv, nil)
-	shared := &sharedSource{src: env.src, cfg: env.src.cfg}
+	// Two handles on one source, as the factory hands the two receivers.
+	shared := sharedcomponent.NewMap[*Config, sourceComponent]()
+	handle := func() sharedSource {
+		h, err := shared.LoadOrStore(env.src.cfg, func() (sourceComponent, error) { return sourceComponent{env.src}, nil })
+		require.NoError(t, err)
+		return h
+	}
 	set := receivertest.NewNopSettings(metadata.Type)
 	set.Logger = env.src.logger
 
 	metricTicks, logTicks := make(chan time.Time), make(chan time.Time)
 	metricsSink, logsSink := new(consumertest.MetricsSink), new(consumertest.LogsSink)
-	mr, err := newMetricsReceiver(set, env.src.cfg, shared, metricsSink, scraperhelper.WithTickerChannel(metricTicks))
+	mr, err := newMetricsReceiver(set, env.src.cfg, handle(), metricsSink, scraperhelper.WithTickerChannel(metricTicks))
 	require.NoError(t, err)
 	env.src.wantLogs()
-	lr, err := newLogsReceiver(set, env.src.cfg, shared, logsSink, scraperhelper.WithTickerChannel(logTicks))
+	lr, err := newLogsReceiver(set, env.src.cfg, handle(), logsSink, scraperhelper.WithTickerChannel(logTicks))
 	require.NoError(t, err)
 
 	host := componenttest.NewNopHost()
@@ -66,4 +73,5 @@ func TestMetricsAndLogsPipelinesShareOneNVMLSession(t *testing.T) {
 	assert.Empty(t, srv.ShutdownCalls(), "NVML stays up while the logs receiver runs")
 	require.NoError(t, lr.Shutdown(t.Context()))
 	assert.Len(t, srv.ShutdownCalls(), 1)
+	assert.Equal(t, 0, shared.Len(), "the config is forgotten with its last receiver")
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor"
+	"github.com/inferprof/inferprof/processor/stepfiguresprocessor"
 )
 
 // base is the fixture's wall clock origin.
@@ -229,13 +230,20 @@ func (f fixture) traces(t *testing.T) ptrace.Traces {
 		a.PutDouble("gen_ai.latency.time_in_model_inference", r.prefill+r.decode)
 	}
 
+	// step_figures (ITL from the steps), then inference (phase spans), as
+	// the shipped traces pipeline runs them.
 	sink := new(consumertest.TracesSink)
 	pf := inferenceprocessor.NewFactory()
 	p, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), sink)
 	require.NoError(t, err)
+	sf := stepfiguresprocessor.NewFactory()
+	s, err := sf.CreateTraces(context.Background(), processortest.NewNopSettings(sf.Type()), sf.CreateDefaultConfig(), p)
+	require.NoError(t, err)
 	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
-	require.NoError(t, p.ConsumeTraces(context.Background(), in))
-	require.NoError(t, p.ConsumeTraces(context.Background(), reqs))
+	require.NoError(t, s.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, s.ConsumeTraces(context.Background(), in))
+	require.NoError(t, s.ConsumeTraces(context.Background(), reqs))
+	require.NoError(t, s.Shutdown(context.Background()))
 	require.NoError(t, p.Shutdown(context.Background()))
 
 	out := ptrace.NewTraces()
