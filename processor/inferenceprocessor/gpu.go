@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepstore"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
@@ -27,9 +29,11 @@ const gpuTick = 100 * time.Millisecond
 
 // gpuJoin holds engine.step spans until the kernels they launched are in,
 // and request spans until their steps are. The kernels come from the cupti
-// receiver through the collector's shared gpuwindow.Window.
+// receiver through the window of the step_store extension gpu.step_store
+// names.
 type gpuJoin struct {
 	win     *gpuwindow.Window
+	store   *component.ID // gpu.step_store
 	wait    time.Duration
 	maxHeld int
 	tick    time.Duration // gpuTick; tests tick by hand
@@ -71,7 +75,7 @@ type afterGPU struct {
 }
 
 func newGPUJoin(cfg GPUConfig) *gpuJoin {
-	return &gpuJoin{wait: cfg.Wait, maxHeld: cfg.MaxHeld, tick: gpuTick, outcomes: map[string][]metric.AddOption{}}
+	return &gpuJoin{wait: cfg.Wait, maxHeld: cfg.MaxHeld, store: cfg.StepStore, tick: gpuTick, outcomes: map[string][]metric.AddOption{}}
 }
 
 func (g *gpuJoin) outcome(o string) []metric.AddOption {
@@ -307,11 +311,26 @@ func (p *inferenceProcessor) sendHeld(ctx context.Context, td ptrace.Traces) {
 	}
 }
 
+// startStore finds the window of gpu.step_store. Without one no CUPTI
+// stream can reach the steps, so they get a window no one feeds and pass
+// marked no_source, as they would with a store and no cupti receiver.
+func (g *gpuJoin) startStore(host component.Host, logger *zap.Logger) error {
+	win, err := stepstore.Lookup(host, g.store, "gpu.step_store")
+	if err != nil {
+		return err
+	}
+	if win == nil {
+		logger.Info("gpu.step_store is not set: engine steps pass with inferprof.step.gpu.missing=no_source")
+		win = gpuwindow.New(gpuwindow.Config{MaxEngines: 1})
+	}
+	g.win = win
+	return nil
+}
+
 // drainGPU releases everything held, as it stands, at shutdown.
 func (p *inferenceProcessor) drainGPU(ctx context.Context) error {
 	g := p.gpu
 	p.tickGPU(ctx, time.Unix(1<<40, 0)) // every deadline is past
-	g.win.Release()
 	if n := g.held(); n > 0 {
 		p.logger.Warn("spans still held for GPU figures at shutdown", zap.Int("spans", n))
 	}

@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
@@ -184,15 +183,19 @@ func tickFor(cfg *Config) time.Duration {
 	return tick
 }
 
-func (p *inferenceProcessor) start(context.Context, component.Host) error {
+func (p *inferenceProcessor) start(_ context.Context, host component.Host) error {
 	if p.join == nil && p.agents == nil && p.gpu == nil {
 		return nil
+	}
+	if p.gpu != nil {
+		if err := p.gpu.startStore(host, p.logger); err != nil {
+			return err
+		}
 	}
 	// Background work gets its own context, not Start's.
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	if p.gpu != nil {
-		p.gpu.win = gpuwindow.Acquire()
 		p.every(ctx, p.gpu.tick, p.tickGPU)
 	}
 	if p.join != nil {

@@ -53,6 +53,9 @@ type Config struct {
 	// Spans emits sampled kernel executions as spans, for timelines, when
 	// the receiver is also in a traces pipeline.
 	Spans SpansConfig `mapstructure:"spans"`
+	// StepStore names the step_store extension whose window ties kernels
+	// to the engine steps that launched them. Unset: no correlation.
+	StepStore *component.ID `mapstructure:"step_store"`
 
 	metadata.MetricsBuilderConfig `mapstructure:",squash"`
 	_                             struct{}

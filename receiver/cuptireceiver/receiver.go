@@ -123,7 +123,9 @@ func (r *cuptiReceiver) Start(_ context.Context, host component.Host) error {
 	r.mu.Unlock()
 	r.host = host
 	r.enableSpans()
-	r.windowStart()
+	if err := r.windowStart(host); err != nil {
+		return err
+	}
 	if err := r.openKinetoStorage(context.Background(), host); err != nil {
 		return err
 	}
@@ -603,7 +605,6 @@ func (r *cuptiReceiver) Shutdown(ctx context.Context) error {
 		if r.cancel == nil {
 			return
 		}
-		defer r.windowStop()
 		r.mu.Lock()
 		r.stopping = true
 		for c := range r.conns {

@@ -48,7 +48,11 @@ type Config struct {
 	// polls, so the default 2ms keeps up with 5,000 steps a second.
 	// Between 100µs and 1s.
 	PollInterval time.Duration `mapstructure:"poll_interval"`
-	_            struct{}
+	// StepStore names the step_store extension that executor workers'
+	// launch marks go to, for the cupti receiver's correlation. Unset:
+	// marks are counted and dropped.
+	StepStore *component.ID `mapstructure:"step_store"`
+	_         struct{}
 }
 
 var _ component.Config = (*Config)(nil)
