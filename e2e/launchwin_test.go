@@ -27,11 +27,15 @@ func launchCollector(t *testing.T) (sink *e2etest.Sink, stepSock, cuptiSock stri
 	dir := socketDir(t)
 	stepSock, cuptiSock = filepath.Join(dir, "step.sock"), filepath.Join(dir, "cupti.sock")
 	cfg := e2etest.Render(t, e2etest.NewPorts(t), t.TempDir(), fmt.Sprintf(`
+extensions:
+  step_store: {}
 receivers:
   engine_step:
     endpoint: %s
+    step_store: step_store
   cupti:
     endpoint: %s
+    step_store: step_store
     collection_interval: 100ms
 processors:
   inference:
@@ -39,12 +43,14 @@ processors:
     # Long enough that steps pass because their kernels are in.
     gpu:
       wait: 2m
+      step_store: step_store
 exporters:
   otlp_grpc:
     endpoint: %s
     tls:
       insecure: true
 service:
+  extensions: [step_store]
   telemetry:
     metrics:
       level: none
