@@ -14,12 +14,13 @@ import (
 
 	"github.com/inferprof/inferprof/internal/confdur"
 	"github.com/inferprof/inferprof/internal/kernelclass"
+	"github.com/inferprof/inferprof/internal/unixsock"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
 )
 
 // DefaultEndpoint is where the injection library connects unless
-// INFERPROF_CUPTI_ENDPOINT says otherwise; both sides share this default.
-const DefaultEndpoint = "/tmp/inferprof/cupti.sock"
+// INFERPROF_CUPTI_ENDPOINT says otherwise (internal/unixsock holds it).
+const DefaultEndpoint = unixsock.DefaultCUPTIEndpoint
 
 // Config is the cupti receiver's YAML configuration.
 type Config struct {

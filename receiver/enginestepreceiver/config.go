@@ -13,11 +13,12 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/inferprof/inferprof/internal/confdur"
+	"github.com/inferprof/inferprof/internal/unixsock"
 )
 
 // DefaultEndpoint is where the Python hook sends unless
-// INFERPROF_STEP_ENDPOINT says otherwise; both sides share this default.
-const DefaultEndpoint = "/tmp/inferprof/engine-step.sock"
+// INFERPROF_STEP_ENDPOINT says otherwise (internal/unixsock holds it).
+const DefaultEndpoint = unixsock.DefaultStepEndpoint
 
 // Bounds of poll_interval: below 100µs the collector spins; above 1s a
 // stock kernel's 10-datagram queue overflows at 10 steps a second.
