@@ -27,6 +27,7 @@ import (
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/hostcheck"
 )
@@ -42,6 +43,7 @@ type shared struct {
 	enc      *encode.Encoder
 	store    *local.Store       // nil when local.endpoint is empty
 	timeline *timeline.Store    // nil when local.endpoint is empty or the timeline is off
+	steps    *stepspan.Reader   // the timeline's reader of engine.step spans
 	history  *dashboard.History // nil when local.endpoint is empty or the dashboard is off
 	started  time.Time
 	tb       *metadata.TelemetryBuilder
@@ -90,6 +92,9 @@ func acquire(set exporter.Settings, cfg *Config) (*shared, error) {
 		s.store = local.New(set.BuildInfo.Version, s.enc.GlobalTags(), now)
 		if cfg.Timeline.Enabled {
 			s.timeline = timeline.New(cfg.Timeline.MemoryLimitMiB<<20, cfg.Timeline.MaxAge, now)
+			if s.steps, err = stepspan.NewReader(set.TelemetrySettings); err != nil {
+				return nil, err
+			}
 		}
 		if cfg.Dashboard.Enabled {
 			s.history = dashboard.NewHistory()
@@ -205,7 +210,7 @@ func (s *shared) collectTraces(td ptrace.Traces) collected {
 	if s.timeline == nil {
 		return collected{}
 	}
-	return collected{timeline: timeline.Collect(td)}
+	return collected{timeline: timeline.Collect(td, s.steps)}
 }
 
 // collectMetrics reads what the dashboard and the timeline's GPU counters
@@ -266,6 +271,7 @@ func (s *shared) stop(ctx context.Context, wasStarted bool) error {
 			s.up.stop()
 		}
 		s.tb.Shutdown()
+		s.steps.Shutdown()
 	}
 	return err
 }

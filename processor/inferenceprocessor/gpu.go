@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepstore"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/internal/stepwire"
@@ -138,7 +139,7 @@ func hasStepGPU(a pcommon.Map) bool {
 // holdStep registers an engine.step span with the window. It returns true
 // when the span was moved out of the batch to wait for its kernels; else the
 // span says why it has no figures and passes on now.
-func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, ref stepwindow.Ref, hasRef bool) bool {
+func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, st *stepspan.Step, ref stepwindow.Ref, hasRef bool) bool {
 	g := p.gpu
 	if g.win == nil || hasStepGPU(span.Attributes()) {
 		return false // not started, or figures made elsewhere (Kineto)
@@ -156,14 +157,7 @@ func (p *inferenceProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpa
 			Owner:       g,
 			Link:        gpuwindow.Link{TraceID: span.TraceID(), SpanID: span.SpanID()},
 		}
-		if v, found := span.Attributes().Get(names.AttrStepIndex); found {
-			info.Index = uint64(v.Int())
-			info.Link.Index = info.Index
-		}
-		if v, found := span.Attributes().Get(names.AttrThreadID); found {
-			info.ThreadID = uint32(v.Int())
-		}
-		info.ReadLaunchWindows(span.Attributes())
+		info.FromStep(st)
 		// Registered under the join's lock, so a tick never finalizes a
 		// step whose span is not held yet.
 		g.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/request"
 )
@@ -24,6 +25,7 @@ import (
 // held any, leaving empty scopes and resources for the caller to remove.
 func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) bool {
 	var st stepwindow.Step // slices reused across the batch; Add copies what it keeps
+	var read stepspan.Step  // likewise
 	added := 0
 	var moved []int
 	held := false
@@ -40,15 +42,15 @@ func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) boo
 				if span.Name() != names.SpanEngineStep {
 					continue
 				}
+				p.stepReader.Read(ctx, span, &read)
 				var ref stepwindow.Ref
 				hasRef := false
 				if p.steps != nil {
-					if key, ok := stepwindow.FromSpan(span, rs.Resource(), &st); ok {
-						ref, hasRef = p.steps.AddRef(key, &st)
-						added++
-					}
+					key := stepwindow.FromStep(&read, rs.Resource(), &st)
+					ref, hasRef = p.steps.AddRef(key, &st)
+					added++
 				}
-				if p.gpu != nil && p.holdStep(ctx, rs, ss, span, ref, hasRef) {
+				if p.gpu != nil && p.holdStep(ctx, rs, ss, span, &read, ref, hasRef) {
 					moved = append(moved, k)
 				}
 			}

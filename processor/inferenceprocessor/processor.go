@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
@@ -41,6 +42,7 @@ type inferenceProcessor struct {
 	lateRedact bool
 	join       *join.Table        // nil when the SGLang join is off
 	steps      *stepwindow.Window // nil when engine_steps is off
+	stepReader *stepspan.Reader   // reads engine.step spans for steps and gpu
 	maxGaps    int                // engine_steps.max_itl_gaps
 	gpu        *gpuJoin           // nil when gpu is off (gpu.go)
 	agents     *agent.Assembler   // nil when agents.enabled is false
@@ -117,6 +119,9 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 				p.lateRedact = false
 			}
 		}
+	}
+	if p.stepReader, err = stepspan.NewReader(set.TelemetrySettings); err != nil {
+		return nil, err
 	}
 	if es := cfg.EngineSteps; es.Enabled {
 		p.steps = stepwindow.New(stepwindow.Config{
@@ -246,6 +251,7 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 		err = p.flush(ctx, pre, agentOut)
 		p.tel.Shutdown()
 		p.steps.Close()
+		p.stepReader.Shutdown()
 	})
 	return err
 }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -32,6 +32,7 @@ import (
 	"github.com/inferprof/inferprof/extension/stepstoreextension/stepstoretest"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
 )
@@ -264,8 +265,11 @@ func TestLaunchWindowsAndMarks(t *testing.T) {
 	assert.Equal(t, ends, intSlice(get(names.AttrStepLaunchEnds)))
 	assert.Equal(t, threads, intSlice(get(names.AttrStepLaunchThreads)))
 	// The processor reads them back as the window's step info.
+	var st stepspan.Step
+	require.True(t, stepspan.Read(spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0), &st))
+	require.Zero(t, st.Bad)
 	var si gpuwindow.StepInfo
-	si.ReadLaunchWindows(a)
+	si.FromStep(&st)
 	assert.Equal(t, want.Batch, si.Batch)
 	require.Len(t, si.Windows, len(want.Windows))
 	assert.Equal(t, want.Windows[0].StartUnixNs, si.Windows[0].Start)
