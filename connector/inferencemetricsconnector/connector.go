@@ -51,7 +51,7 @@ type metricsConnector struct {
 	turnOverflow int64
 	digest       *xxhash.Digest
 	scratch      [8]byte
-	step         stepspan.Step // the engine.step span being aggregated
+	step         stepspan.Step                         // the engine.step span being aggregated
 	idCache      map[aggregate.ResourceKey]pcommon.Map // identity's results
 	// windowSpans counts the request and step spans aggregated since the
 	// last flush the next consumer took: what a crash now would lose.
@@ -735,7 +735,7 @@ func valueString(v pcommon.Value) string {
 
 func (c *metricsConnector) aggregateStep(ctx context.Context, now pcommon.Timestamp, resKey aggregate.ResourceKey, resAttrs pcommon.Map, span ptrace.Span, n *counts) {
 	rd := &c.step
-	c.steps.Read(ctx, span, rd)
+	c.steps.Read(ctx, span, rd, stepspan.Batch)
 	st := c.store
 	st.BeginKey(resKey, aggregate.KindStep)
 	s := st.Lookup()

@@ -27,9 +27,9 @@ import (
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/local"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/metadata"
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/timeline"
-	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/hostcheck"
+	"github.com/inferprof/inferprof/internal/stepspan"
 )
 
 // shared is what the metrics, logs and traces exporters of one configured

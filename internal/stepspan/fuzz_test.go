@@ -27,7 +27,7 @@ func FuzzRead(f *testing.F) {
 			for _, ss := range rs.ScopeSpans().All() {
 				for _, sp := range ss.Spans().All() {
 					sp.SetName(names.SpanEngineStep)
-					if !Read(sp, &st) {
+					if !Read(sp, &st, All) {
 						t.Fatal("an engine.step span was not read")
 					}
 					for _, v := range []int64{st.Index, st.Batch, st.ThreadID, st.ScheduledTokens, st.PrefillRequests,

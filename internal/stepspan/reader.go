@@ -34,8 +34,8 @@ func NewReader(set component.TelemetrySettings) (*Reader, error) {
 
 // Read is the package's Read, counting and logging what was bad. A nil
 // Reader reads without counting (tests).
-func (r *Reader) Read(ctx context.Context, span ptrace.Span, dst *Step) bool {
-	if !Read(span, dst) {
+func (r *Reader) Read(ctx context.Context, span ptrace.Span, dst *Step, want Fields) bool {
+	if !Read(span, dst, want) {
 		return false
 	}
 	if dst.Bad > 0 && r != nil {

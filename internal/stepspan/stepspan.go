@@ -24,7 +24,8 @@ import (
 const Absent = -1
 
 // Step is what an engine.step span says. Integer fields are Absent when
-// their attribute is absent or bad; KVCacheUsage is NaN then.
+// not picked (Fields) or when their attribute is absent or bad;
+// KVCacheUsage is NaN then.
 type Step struct {
 	StartUnixNs, EndUnixNs int64
 
@@ -65,9 +66,28 @@ type Window struct {
 	ThreadID   uint32
 }
 
-// Read fills dst from span, which must be an engine.step span; it returns
-// false, leaving dst as it was, for any other span.
-func Read(span ptrace.Span, dst *Step) bool {
+// Fields picks what Read reads beyond the span's times and step index, so
+// each consumer pays for what it uses; what it does not pick stays Absent
+// (NaN, empty).
+type Fields uint8
+
+const (
+	// Batch: the scheduled tokens and the batch composition (prefill,
+	// decode, running, waiting, preempted requests, KV cache usage).
+	Batch Fields = 1 << iota
+	// Requests: the request ids, their tokens and the truncated flag.
+	Requests
+	// Launch: the engine thread, the batch number, the scheduled tokens
+	// and the launch windows.
+	Launch
+	// All is every field.
+	All = Batch | Requests | Launch
+)
+
+// Read fills dst with what want picks of span, which must be an
+// engine.step span; it returns false, leaving dst as it was, for any other
+// span.
+func Read(span ptrace.Span, dst *Step, want Fields) bool {
 	if span.Name() != names.SpanEngineStep {
 		return false
 	}
@@ -78,57 +98,86 @@ func Read(span ptrace.Span, dst *Step) bool {
 		PrefillRequests: Absent, DecodeRequests: Absent, RunningRequests: Absent, WaitingRequests: Absent,
 		Preempted: Absent, KVCacheUsage: math.NaN(),
 	}
-	var starts, ends, threads pcommon.Value
-	var has uint8 // which launch lists are present: 1 starts, 2 ends, 4 threads
-	for k, v := range span.Attributes().All() {
-		switch k {
-		case names.AttrStepIndex:
-			dst.Index = dst.integer(k, v)
-		case names.AttrStepBatch:
-			dst.Batch = dst.integer(k, v)
-		case names.AttrThreadID:
-			dst.ThreadID = dst.integer(k, v)
-		case names.AttrStepScheduledToks:
-			dst.ScheduledTokens = dst.integer(k, v)
-		case names.AttrStepPrefillReqs:
-			dst.PrefillRequests = dst.integer(k, v)
-		case names.AttrStepDecodeReqs:
-			dst.DecodeRequests = dst.integer(k, v)
-		case names.AttrStepRunningReqs:
-			dst.RunningRequests = dst.integer(k, v)
-		case names.AttrStepWaitingReqs:
-			dst.WaitingRequests = dst.integer(k, v)
-		case names.AttrStepPreempted:
-			if v.Type() == pcommon.ValueTypeSlice {
-				dst.Preempted = int64(v.Slice().Len())
-			} else {
-				dst.Preempted = dst.integer(k, v)
-			}
-		case names.AttrStepKVCacheUsage:
-			dst.KVCacheUsage = dst.fraction(k, v)
-		case names.AttrStepIDsTruncated:
+	a := span.Attributes()
+	// One Get per key: cheaper than a switch over every attribute, most of
+	// which have keys of other lengths (Get compares lengths first).
+	if v, ok := a.Get(names.AttrStepIndex); ok {
+		dst.Index = dst.integer(names.AttrStepIndex, v)
+	}
+	if want&(Batch|Launch) != 0 {
+		if v, ok := a.Get(names.AttrStepScheduledToks); ok {
+			dst.ScheduledTokens = dst.integer(names.AttrStepScheduledToks, v)
+		}
+	}
+	if want&Batch != 0 {
+		dst.readBatch(a)
+	}
+	if want&Requests != 0 {
+		if v, ok := a.Get(names.AttrStepIDsTruncated); ok {
 			if v.Type() == pcommon.ValueTypeBool {
 				dst.Truncated = v.Bool()
 			} else {
-				dst.bad(k)
+				dst.bad(names.AttrStepIDsTruncated)
 			}
-		case names.AttrStepRequestIDs:
-			ids = dst.strings(k, v, ids)
-		case names.AttrStepRequestTokens:
-			toks = dst.integers(k, v, toks)
-		case names.AttrStepLaunchStarts:
-			starts, has = v, has|1
-		case names.AttrStepLaunchEnds:
-			ends, has = v, has|2
-		case names.AttrStepLaunchThreads:
-			threads, has = v, has|4
+		}
+		if v, ok := a.Get(names.AttrStepRequestIDs); ok {
+			ids = dst.strings(names.AttrStepRequestIDs, v, ids)
+		}
+		if v, ok := a.Get(names.AttrStepRequestTokens); ok {
+			toks = dst.integers(names.AttrStepRequestTokens, v, toks)
 		}
 	}
 	dst.RequestIDs, dst.RequestTokens = ids, toks
+	if want&Launch != 0 {
+		dst.readLaunch(a, ws)
+	}
+	return true
+}
+
+func (dst *Step) readBatch(a pcommon.Map) {
+	if v, ok := a.Get(names.AttrStepPrefillReqs); ok {
+		dst.PrefillRequests = dst.integer(names.AttrStepPrefillReqs, v)
+	}
+	if v, ok := a.Get(names.AttrStepDecodeReqs); ok {
+		dst.DecodeRequests = dst.integer(names.AttrStepDecodeReqs, v)
+	}
+	if v, ok := a.Get(names.AttrStepRunningReqs); ok {
+		dst.RunningRequests = dst.integer(names.AttrStepRunningReqs, v)
+	}
+	if v, ok := a.Get(names.AttrStepWaitingReqs); ok {
+		dst.WaitingRequests = dst.integer(names.AttrStepWaitingReqs, v)
+	}
+	if v, ok := a.Get(names.AttrStepPreempted); ok {
+		if v.Type() == pcommon.ValueTypeSlice {
+			dst.Preempted = int64(v.Slice().Len())
+		} else {
+			dst.Preempted = dst.integer(names.AttrStepPreempted, v)
+		}
+	}
+	if v, ok := a.Get(names.AttrStepKVCacheUsage); ok {
+		dst.KVCacheUsage = dst.fraction(names.AttrStepKVCacheUsage, v)
+	}
+}
+
+func (dst *Step) readLaunch(a pcommon.Map, ws []Window) {
+	if v, ok := a.Get(names.AttrStepBatch); ok {
+		dst.Batch = dst.integer(names.AttrStepBatch, v)
+	}
+	if v, ok := a.Get(names.AttrThreadID); ok {
+		dst.ThreadID = dst.integer(names.AttrThreadID, v)
+	}
+	starts, hs := a.Get(names.AttrStepLaunchStarts)
+	ends, he := a.Get(names.AttrStepLaunchEnds)
+	threads, ht := a.Get(names.AttrStepLaunchThreads)
+	var has uint8 // which launch lists are present: 1 starts, 2 ends, 4 threads
+	for i, h := range [3]bool{hs, he, ht} {
+		if h {
+			has |= 1 << i
+		}
+	}
 	if has != 0 {
 		dst.Windows = dst.windows(has, starts, ends, threads, ws)
 	}
-	return true
 }
 
 func (dst *Step) bad(k string) {
@@ -149,6 +198,11 @@ func (dst *Step) integer(k string, v pcommon.Value) int64 {
 }
 
 func integer(v pcommon.Value) (int64, bool) {
+	// Fast path: only an int value reads as a positive Int, and asking the
+	// type as well would cost a second look at the value per element.
+	if i := v.Int(); i > 0 {
+		return i, true
+	}
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		if i := v.Int(); i >= 0 {
@@ -189,11 +243,13 @@ func (dst *Step) strings(k string, v pcommon.Value, out []string) []string {
 	s := v.Slice()
 	for i := range s.Len() {
 		e := s.At(i)
-		if e.Type() != pcommon.ValueTypeStr {
+		// As in integer: only a string value reads as a non-empty Str.
+		str := e.Str()
+		if str == "" && e.Type() != pcommon.ValueTypeStr {
 			dst.bad(k)
 			return out[:0]
 		}
-		out = append(out, e.Str())
+		out = append(out, str)
 	}
 	return out
 }

@@ -51,7 +51,7 @@ func TestReadGoodStep(t *testing.T) {
 		names.AttrStepLaunchStarts:  []any{110, 150},
 		names.AttrStepLaunchEnds:    []any{120, 160},
 		names.AttrStepLaunchThreads: []any{4242, 0},
-	}), &st))
+	}), &st, All))
 	assert.Equal(t, Step{
 		StartUnixNs: 100, EndUnixNs: 200,
 		Index: 7, Batch: 3, ThreadID: 4242, ScheduledTokens: 512, PrefillRequests: 1, DecodeRequests: 15,
@@ -63,7 +63,7 @@ func TestReadGoodStep(t *testing.T) {
 
 func TestReadAbsent(t *testing.T) {
 	var st Step
-	require.True(t, Read(stepSpan(nil), &st))
+	require.True(t, Read(stepSpan(nil), &st, All))
 	for _, v := range []int64{st.Index, st.Batch, st.ThreadID, st.ScheduledTokens, st.PrefillRequests,
 		st.DecodeRequests, st.RunningRequests, st.WaitingRequests, st.Preempted} {
 		assert.Equal(t, int64(Absent), v)
@@ -76,7 +76,7 @@ func TestReadAbsent(t *testing.T) {
 	other := ptrace.NewSpan()
 	other.SetName("llm_request")
 	st.Index = 9
-	require.False(t, Read(other, &st))
+	require.False(t, Read(other, &st, All))
 	assert.Equal(t, int64(9), st.Index, "another span leaves dst alone")
 }
 
@@ -106,7 +106,7 @@ func TestReadBadValues(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var st Step
-			require.True(t, Read(stepSpan(tc.attrs), &st))
+			require.True(t, Read(stepSpan(tc.attrs), &st, All))
 			assert.Equal(t, 1, st.Bad)
 			assert.NotEmpty(t, st.BadKey)
 			tc.check(t, &st)
@@ -117,9 +117,9 @@ func TestReadBadValues(t *testing.T) {
 // The slices are reused: a second Read does not keep the first's values.
 func TestReadReusesSlices(t *testing.T) {
 	var st Step
-	require.True(t, Read(stepSpan(map[string]any{names.AttrStepRequestIDs: []any{"a", "b", "c"}}), &st))
+	require.True(t, Read(stepSpan(map[string]any{names.AttrStepRequestIDs: []any{"a", "b", "c"}}), &st, All))
 	first := &st.RequestIDs[0]
-	require.True(t, Read(stepSpan(map[string]any{names.AttrStepRequestIDs: []any{"d"}}), &st))
+	require.True(t, Read(stepSpan(map[string]any{names.AttrStepRequestIDs: []any{"d"}}), &st, All))
 	assert.Equal(t, []string{"d"}, st.RequestIDs)
 	assert.Same(t, first, &st.RequestIDs[0], "the first read's array is reused")
 }
@@ -139,7 +139,7 @@ func TestReaderCountsAndLogsOnce(t *testing.T) {
 	for range 3 {
 		require.True(t, r.Read(t.Context(), stepSpan(map[string]any{
 			names.AttrStepIndex: -4, names.AttrStepRequestIDs: []any{"secret-request", 1},
-		}), &st))
+		}), &st, All))
 	}
 	metadatatest.AssertEqualEngineStepBadAttributes(t, tel, []metricdata.DataPoint[int64]{{Value: 6}}, metricdatatest.IgnoreTimestamp())
 	require.Equal(t, 1, logs.Len())

@@ -295,7 +295,7 @@ func engineStepSpan(tb testing.TB) ptrace.Traces {
 // fromSpan reads a span as the processor does: stepspan, then FromStep.
 func fromSpan(sp ptrace.Span, res pcommon.Resource, dst *Step) (string, bool) {
 	var st stepspan.Step
-	if !stepspan.Read(sp, &st) {
+	if !stepspan.Read(sp, &st, stepspan.Requests) {
 		return "", false
 	}
 	return FromStep(&st, res, dst), true

@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/extension/stepstoreextension/stepstoretest"
+	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
 )

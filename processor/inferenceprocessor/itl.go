@@ -25,7 +25,7 @@ import (
 // held any, leaving empty scopes and resources for the caller to remove.
 func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) bool {
 	var st stepwindow.Step // slices reused across the batch; Add copies what it keeps
-	var read stepspan.Step  // likewise
+	var read stepspan.Step // likewise
 	added := 0
 	var moved []int
 	held := false
@@ -42,7 +42,7 @@ func (p *inferenceProcessor) addSteps(ctx context.Context, td ptrace.Traces) boo
 				if span.Name() != names.SpanEngineStep {
 					continue
 				}
-				p.stepReader.Read(ctx, span, &read)
+				p.stepReader.Read(ctx, span, &read, stepspan.Requests|stepspan.Launch)
 				var ref stepwindow.Ref
 				hasRef := false
 				if p.steps != nil {

@@ -266,7 +266,7 @@ func TestLaunchWindowsAndMarks(t *testing.T) {
 	assert.Equal(t, threads, intSlice(get(names.AttrStepLaunchThreads)))
 	// The processor reads them back as the window's step info.
 	var st stepspan.Step
-	require.True(t, stepspan.Read(spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0), &st))
+	require.True(t, stepspan.Read(spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0), &st, stepspan.Launch))
 	require.Zero(t, st.Bad)
 	var si gpuwindow.StepInfo
 	si.FromStep(&st)

@@ -388,7 +388,7 @@ func Collect(td ptrace.Traces, steps *stepspan.Reader) *Batch {
 				case kindPhase:
 					b.phases = append(b.phases, Phase{TraceID: sp.TraceID(), Parent: sp.ParentSpanID(), Name: intern(sp.Name()), Start: start, End: end})
 				case kindStep:
-					steps.Read(context.Background(), sp, &st)
+					steps.Read(context.Background(), sp, &st, stepspan.Batch)
 					b.steps = append(b.steps, stepOf(sp, &st, res, instance))
 				case kindKernel:
 					b.kernels = append(b.kernels, kernelOf(sp, res))
