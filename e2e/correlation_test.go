@@ -91,11 +91,15 @@ func TestStepAndRequestGPUEndToEnd(t *testing.T) {
 	stepSock, cuptiSock := filepath.Join(dir, "step.sock"), filepath.Join(dir, "cupti.sock")
 	ports := e2etest.NewPorts(t)
 	cfg := e2etest.Render(t, ports, t.TempDir(), fmt.Sprintf(`
+extensions:
+  step_store: {}
 receivers:
   engine_step:
     endpoint: %s
+    step_store: step_store
   cupti:
     endpoint: %s
+    step_store: step_store
     collection_interval: 100ms
   otlp:
     protocols:
@@ -108,6 +112,7 @@ processors:
     # because the wait ran out.
     gpu:
       wait: 2m
+      step_store: step_store
   inference:
     phase_spans: false
 connectors:
@@ -119,6 +124,7 @@ exporters:
     tls:
       insecure: true
 service:
+  extensions: [step_store]
   telemetry:
     metrics:
       level: none

@@ -27,11 +27,15 @@ func launchCollector(t *testing.T) (sink *e2etest.Sink, stepSock, cuptiSock stri
 	dir := socketDir(t)
 	stepSock, cuptiSock = filepath.Join(dir, "step.sock"), filepath.Join(dir, "cupti.sock")
 	cfg := e2etest.Render(t, e2etest.NewPorts(t), t.TempDir(), fmt.Sprintf(`
+extensions:
+  step_store: {}
 receivers:
   engine_step:
     endpoint: %s
+    step_store: step_store
   cupti:
     endpoint: %s
+    step_store: step_store
     collection_interval: 100ms
 processors:
   privacy: {}
@@ -39,6 +43,7 @@ processors:
     # Long enough that steps pass because their kernels are in.
     gpu:
       wait: 2m
+      step_store: step_store
   inference:
     phase_spans: false
 exporters:
@@ -47,6 +52,7 @@ exporters:
     tls:
       insecure: true
 service:
+  extensions: [step_store]
   telemetry:
     metrics:
       level: none

@@ -23,12 +23,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/inferprof/inferprof/internal/unixsock"
 )
 
 // Environment variables read by inferprof-run, the hook and the library.
 const (
-	envStepEndpoint  = "INFERPROF_STEP_ENDPOINT"
-	envCUPTIEndpoint = "INFERPROF_CUPTI_ENDPOINT"
+	envStepEndpoint  = unixsock.EnvStepEndpoint
+	envCUPTIEndpoint = unixsock.EnvCUPTIEndpoint
 	envCUPTILib      = "INFERPROF_CUPTI_LIB"
 	envHookDir       = "INFERPROF_HOOK_DIR"
 	envHookDisabled  = "INFERPROF_HOOK_DISABLED"
@@ -36,8 +38,8 @@ const (
 	envPythonPath    = "PYTHONPATH"
 	envServiceName   = "OTEL_SERVICE_NAME"
 
-	defaultStepEndpoint  = "/tmp/inferprof/engine-step.sock"
-	defaultCUPTIEndpoint = "/tmp/inferprof/cupti.sock"
+	defaultStepEndpoint  = unixsock.DefaultStepEndpoint
+	defaultCUPTIEndpoint = unixsock.DefaultCUPTIEndpoint
 	cuptiLibName         = "libinferprof_cupti.so"
 )
 

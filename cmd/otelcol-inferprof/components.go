@@ -28,6 +28,7 @@ import (
 	pprofextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension"
 	requestguardextension "github.com/inferprof/inferprof/extension/requestguardextension"
 	k8scheckextension "github.com/inferprof/inferprof/extension/k8scheckextension"
+	stepstoreextension "github.com/inferprof/inferprof/extension/stepstoreextension"
 	batchprocessor "go.opentelemetry.io/collector/processor/batchprocessor"
 	memorylimiterprocessor "go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	filterprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/filterprocessor"
@@ -70,6 +71,7 @@ func components() (otelcol.Factories, error) {
 		pprofextension.NewFactory(),
 		requestguardextension.NewFactory(),
 		k8scheckextension.NewFactory(),
+		stepstoreextension.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -80,6 +82,7 @@ func components() (otelcol.Factories, error) {
 		pprofextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension v0.161.0",
 		requestguardextension.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		k8scheckextension.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
+		stepstoreextension.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
 
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](

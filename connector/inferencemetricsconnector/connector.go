@@ -26,6 +26,7 @@ import (
 	"github.com/inferprof/inferprof/connector/inferencemetricsconnector/internal/metadata"
 	"github.com/inferprof/inferprof/internal/keyindex"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 )
 
 type metricsConnector struct {
@@ -35,6 +36,7 @@ type metricsConnector struct {
 	next      consumer.Metrics
 	clock     clockwork.Clock
 	telemetry *metadata.TelemetryBuilder
+	steps     *stepspan.Reader
 	series    atomic.Int64 // for the self-metric, read without the lock
 
 	// Goodput targets in seconds; 0 means none.
@@ -46,6 +48,7 @@ type metricsConnector struct {
 	// turnOverflow counts conversations observed into the overflow series,
 	// reported with the next batch's counts.
 	turnOverflow int64
+	step         stepspan.Step                         // the engine.step span being aggregated
 	idCache      map[aggregate.ResourceKey]pcommon.Map // identity's results
 	// windowSpans counts the request and step spans aggregated since the
 	// last flush the next consumer took: what a crash now would lose.
@@ -71,6 +74,10 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 	if err != nil {
 		return nil, err
 	}
+	steps, err := stepspan.NewReader(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
 	maxEx := 0
 	if cfg.Exemplars.Enabled {
 		maxEx = cfg.Exemplars.MaxPerDataPoint
@@ -82,6 +89,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		next:        next,
 		clock:       clock,
 		telemetry:   tb,
+		steps:       steps,
 		goodTTFT:    cfg.Goodput.TimeToFirstToken.Seconds(),
 		goodTPOT:    cfg.Goodput.TimePerOutputToken.Seconds(),
 		goodE2E:     cfg.Goodput.E2E.Seconds(),
@@ -162,6 +170,7 @@ func (c *metricsConnector) Shutdown(ctx context.Context) error {
 	var err error
 	c.shutdownOnce.Do(func() {
 		defer c.telemetry.Shutdown()
+		defer c.steps.Shutdown()
 		if c.cancel == nil {
 			return
 		}
@@ -290,7 +299,7 @@ func (c *metricsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) 
 				}
 				n.spans++
 				if isStep {
-					c.aggregateStep(now, resKey, resAttrs, span, &n)
+					c.aggregateStep(ctx, now, resKey, resAttrs, span, &n)
 				} else {
 					c.aggregateRequest(now, resKey, resAttrs, fullRes, span, &r, &n)
 				}
@@ -721,7 +730,9 @@ func valueString(v pcommon.Value) string {
 	return v.AsString()
 }
 
-func (c *metricsConnector) aggregateStep(now pcommon.Timestamp, resKey aggregate.ResourceKey, resAttrs pcommon.Map, span ptrace.Span, n *counts) {
+func (c *metricsConnector) aggregateStep(ctx context.Context, now pcommon.Timestamp, resKey aggregate.ResourceKey, resAttrs pcommon.Map, span ptrace.Span, n *counts) {
+	rd := &c.step
+	c.steps.Read(ctx, span, rd, stepspan.Batch)
 	st := c.store
 	st.BeginKey(resKey, aggregate.KindStep)
 	s := st.Lookup()
@@ -734,33 +745,14 @@ func (c *metricsConnector) aggregateStep(now pcommon.Timestamp, resKey aggregate
 	p := s.Step
 	p.Steps++
 	p.Duration.ObserveExemplar(spanSeconds(span), span.EndTimestamp(), span.TraceID(), span.SpanID())
-	var prefill, decode, tokens, preempted int64
-	var has uint16
-	const hasBatch, hasTokens = 1, 2
-	for k, v := range span.Attributes().All() {
-		switch k {
-		case names.AttrStepPrefillReqs:
-			has |= count(v, &prefill, hasBatch, n)
-		case names.AttrStepDecodeReqs:
-			has |= count(v, &decode, hasBatch, n)
-		case names.AttrStepScheduledToks:
-			has |= count(v, &tokens, hasTokens, n)
-		case names.AttrStepPreempted:
-			switch v.Type() {
-			case pcommon.ValueTypeSlice:
-				preempted = int64(v.Slice().Len())
-			default:
-				count(v, &preempted, 0, n)
-			}
-		}
+	// A batch size needs one of its halves; the other, absent, counts 0.
+	if rd.PrefillRequests != stepspan.Absent || rd.DecodeRequests != stepspan.Absent {
+		p.BatchSize.Observe(float64(max(rd.PrefillRequests, 0) + max(rd.DecodeRequests, 0)))
 	}
-	if has&hasBatch != 0 {
-		p.BatchSize.Observe(float64(prefill + decode))
+	if rd.ScheduledTokens != stepspan.Absent {
+		p.Tokens.Observe(float64(rd.ScheduledTokens))
 	}
-	if has&hasTokens != 0 {
-		p.Tokens.Observe(float64(tokens))
-	}
-	p.Preemptions += uint64(preempted)
+	p.Preemptions += uint64(max(rd.Preempted, 0))
 	s.Touch(now)
 }
 

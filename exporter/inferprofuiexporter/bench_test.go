@@ -52,7 +52,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			s := timeline.New(16<<20, time.Hour, time.Now)
 			b.ReportAllocs()
 			for b.Loop() {
-				s.Apply(timeline.Collect(td))
+				s.Apply(timeline.Collect(td, nil))
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
 		})

@@ -25,6 +25,7 @@ import (
 	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/delta"
 	"github.com/inferprof/inferprof/internal/hostcheck"
+	"github.com/inferprof/inferprof/internal/stepspan"
 )
 
 // envEndpoint is what the shipped configs read the endpoint from.
@@ -38,6 +39,7 @@ type ui struct {
 	logger   *zap.Logger
 	tb       *metadata.TelemetryBuilder
 	timeline *timeline.Store    // nil when the timeline is off
+	steps    *stepspan.Reader   // the timeline's reader of engine.step spans
 	history  *dashboard.History // nil when the dashboard is off
 	started  time.Time
 	now      func() time.Time
@@ -63,6 +65,9 @@ func newUI(set exporter.Settings, cfg *Config) (*ui, error) {
 	u.conv = delta.New(u.started, now)
 	if cfg.Timeline.Enabled {
 		u.timeline = timeline.New(cfg.Timeline.MemoryLimitMiB<<20, cfg.Timeline.MaxAge, now)
+		if u.steps, err = stepspan.NewReader(set.TelemetrySettings); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Dashboard.Enabled {
 		u.history = dashboard.NewHistory()
@@ -119,6 +124,9 @@ func (u *ui) Start(ctx context.Context, host component.Host) error {
 // Shutdown closes the listener; it may run without Start.
 func (u *ui) Shutdown(ctx context.Context) error {
 	defer u.tb.Shutdown()
+	if u.steps != nil {
+		defer u.steps.Shutdown()
+	}
 	if u.server == nil {
 		return nil
 	}
@@ -150,7 +158,7 @@ func (u *ui) mux() *http.ServeMux {
 }
 
 func (u *ui) consumeTraces(ctx context.Context, td ptrace.Traces) error {
-	u.applyTimeline(ctx, timeline.Collect(td))
+	u.applyTimeline(ctx, timeline.Collect(td, u.steps))
 	return nil
 }
 

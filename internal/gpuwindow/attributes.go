@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 )
 
 // WriteAttributes writes a step's figures on its engine.step span, or why
@@ -45,39 +46,22 @@ func (r Result) WriteAttributes(a pcommon.Map) {
 
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
 
-// ReadLaunchWindows reads what the engine_step receiver puts on a step span
-// of wire version 4 (docs/names.md): the batch number, the scheduled
-// tokens, and the intervals in which the engine process launched the
-// batch. Absent or inconsistent attributes leave the step to its time
-// range.
-func (si *StepInfo) ReadLaunchWindows(a pcommon.Map) {
-	if v, ok := a.Get(names.AttrStepBatch); ok {
-		si.Batch = uint64(v.Int())
-	}
-	if v, ok := a.Get(names.AttrStepScheduledToks); ok {
-		si.ScheduledTokens = uint32(v.Int())
-	}
-	starts, ends, threads := intSlice(a, names.AttrStepLaunchStarts), intSlice(a, names.AttrStepLaunchEnds),
-		intSlice(a, names.AttrStepLaunchThreads)
-	n := starts.Len()
-	if n == 0 || ends.Len() != n || threads.Len() != n {
-		return
-	}
-	si.Windows = make([]LaunchWindow, 0, n)
-	for i := range n {
-		lw := LaunchWindow{Start: starts.At(i).Int(), End: ends.At(i).Int(), ThreadID: uint32(threads.At(i).Int())}
-		if lw.End < lw.Start {
-			si.Windows = nil
-			return
+// FromStep takes what the window needs of an engine.step span read by
+// stepspan: the index, the engine thread, the batch number, the scheduled
+// tokens, and the intervals in which the engine process launched the batch
+// (wire version 4; without them the step is left to its time range).
+// Absent values read as 0. The windows are copied: st's are reused.
+func (si *StepInfo) FromStep(st *stepspan.Step) {
+	si.Index = uint64(max(st.Index, 0))
+	si.Link.Index = si.Index
+	si.ThreadID = uint32(max(st.ThreadID, 0))
+	si.Batch = uint64(max(st.Batch, 0))
+	si.ScheduledTokens = uint32(max(st.ScheduledTokens, 0))
+	si.Windows = nil
+	if len(st.Windows) > 0 {
+		si.Windows = make([]LaunchWindow, len(st.Windows))
+		for i, w := range st.Windows {
+			si.Windows[i] = LaunchWindow{Start: w.Start, End: w.End, ThreadID: w.ThreadID}
 		}
-		si.Windows = append(si.Windows, lw)
 	}
-}
-
-// intSlice returns attribute k as a slice, empty when absent or not one.
-func intSlice(a pcommon.Map, k string) pcommon.Slice {
-	if v, ok := a.Get(k); ok && v.Type() == pcommon.ValueTypeSlice {
-		return v.Slice()
-	}
-	return pcommon.NewSlice()
 }

@@ -201,7 +201,8 @@ type Stats struct {
 	MarksDropped                    uint64 // marks forgotten at a bound
 }
 
-// Window is the correlation state of one collector.
+// Window is the correlation state of one collector, held by its step_store
+// extension (extension/stepstoreextension).
 type Window struct {
 	mu      sync.Mutex
 	cfg     Config
@@ -213,48 +214,11 @@ type Window struct {
 	accs    []*Accumulator
 	seq     uint64 // numbers steps in registration order
 	stats   Stats
-	shared  bool
 }
 
 // New returns an empty window.
 func New(cfg Config) *Window {
 	return &Window{cfg: cfg.withDefaults(), engines: map[EngineKey]*engine{}, marks: map[procKey]*markProc{}}
-}
-
-var registry struct {
-	mu   sync.Mutex
-	w    *Window
-	refs int
-}
-
-// Acquire returns the collector's shared window, creating it: the cupti
-// receiver feeds it and the inference processor reads it, so the two meet
-// without a pipeline between them (docs/architecture.md says why). Each
-// Acquire is paired with a Release.
-func Acquire() *Window {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if registry.w == nil {
-		registry.w = New(NewDefaultConfig())
-		registry.w.shared = true
-	}
-	registry.refs++
-	return registry.w
-}
-
-// Release gives back a window from Acquire; the last Release forgets it.
-func (w *Window) Release() {
-	if !w.shared {
-		return
-	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if registry.w != w {
-		return
-	}
-	if registry.refs--; registry.refs <= 0 {
-		registry.w, registry.refs = nil, 0
-	}
 }
 
 // CategoryID returns the id of a kernel category name for Kernel.Category.

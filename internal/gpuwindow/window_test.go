@@ -328,17 +328,3 @@ func TestClosedSourceIsForgotten(t *testing.T) {
 	assert.False(t, ok)
 	assert.Equal(t, MissingNoSource, why)
 }
-
-func TestSharedWindow(t *testing.T) {
-	a := Acquire()
-	b := Acquire()
-	assert.Same(t, a, b)
-	a.Release()
-	c := Acquire()
-	assert.Same(t, b, c)
-	b.Release()
-	c.Release()
-	d := Acquire()
-	defer d.Release()
-	assert.NotSame(t, a, d, "the last release forgets the window")
-}

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 )
 
 // InstanceKey returns the key of the service instance that res describes
@@ -71,51 +71,25 @@ func splitKey(key string) (id, service string) {
 	return key[i+2 : len(key)-1], key[:i]
 }
 
-// FromSpan fills dst from an engine.step span (as the engine_step receiver
-// makes them) and its resource, and returns the service instance's key. It
-// returns ok=false for any other span. dst's slices are reused.
+// FromStep fills dst from an engine.step span read by stepspan and its
+// resource, and returns the service instance's key. dst's slices alias
+// st's; Add copies what it keeps.
 //
-// Mapping: span start/end -> StartUnixNs/EndUnixNs; inferprof.step.index ->
-// Index; inferprof.step.request_ids ([]string) and
-// inferprof.step.request_tokens ([]int, aligned) -> RequestIDs/RequestTokens;
-// inferprof.step.request_ids_truncated -> Truncated; host.name and
-// inferprof.engine.index on the resource -> Engine; with process.pid ->
-// Source. The key is InstanceKey's.
-func FromSpan(span ptrace.Span, res pcommon.Resource, dst *Step) (key string, ok bool) {
-	if span.Name() != names.SpanEngineStep {
-		return "", false
-	}
-	attrs := span.Attributes()
-	dst.StartUnixNs = int64(span.StartTimestamp())
-	dst.EndUnixNs = int64(span.EndTimestamp())
-	dst.Index = 0
-	if v, found := attrs.Get(names.AttrStepIndex); found {
-		dst.Index = uint64(v.Int())
-	}
-	dst.Truncated = false
-	if v, found := attrs.Get(names.AttrStepIDsTruncated); found {
-		dst.Truncated = v.Bool()
-	}
-	dst.RequestIDs = dst.RequestIDs[:0]
-	dst.RequestTokens = dst.RequestTokens[:0]
-	if v, found := attrs.Get(names.AttrStepRequestIDs); found && v.Type() == pcommon.ValueTypeSlice {
-		ids := v.Slice()
-		for i := range ids.Len() {
-			dst.RequestIDs = append(dst.RequestIDs, ids.At(i).Str())
-		}
-	}
-	if v, found := attrs.Get(names.AttrStepRequestTokens); found && v.Type() == pcommon.ValueTypeSlice {
-		toks := v.Slice()
-		for i := range toks.Len() {
-			dst.RequestTokens = append(dst.RequestTokens, toks.At(i).Int())
-		}
-	}
+// Mapping: the span's start/end -> StartUnixNs/EndUnixNs; the step index
+// (0 when absent or bad) -> Index; request ids and tokens and the truncated
+// flag as read; host.name and inferprof.engine.index on the resource ->
+// Engine; with process.pid -> Source. The key is InstanceKey's.
+func FromStep(st *stepspan.Step, res pcommon.Resource, dst *Step) (key string) {
+	dst.StartUnixNs, dst.EndUnixNs = st.StartUnixNs, st.EndUnixNs
+	dst.Index = uint64(max(st.Index, 0))
+	dst.Truncated = st.Truncated
+	dst.RequestIDs, dst.RequestTokens = st.RequestIDs, st.RequestTokens
 	ra := res.Attributes()
 	pid, index := intAttr(ra, names.ResourceProcessPID), intAttr(ra, names.ResourceEngineIndex)
 	host := str(ra, names.ResourceHostName)
 	dst.Engine = hashOf(host, 0, index, false)
 	dst.Source = hashOf(host, pid, index, true)
-	return InstanceKey(res), true
+	return InstanceKey(res)
 }
 
 // isProcessInstance reports whether id is the receiver's stand-in,

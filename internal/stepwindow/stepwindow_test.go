@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -291,13 +292,22 @@ func engineStepSpan(tb testing.TB) ptrace.Traces {
 	return td
 }
 
+// fromSpan reads a span as the processor does: stepspan, then FromStep.
+func fromSpan(sp ptrace.Span, res pcommon.Resource, dst *Step) (string, bool) {
+	var st stepspan.Step
+	if !stepspan.Read(sp, &st, stepspan.Requests) {
+		return "", false
+	}
+	return FromStep(&st, res, dst), true
+}
+
 func TestFromSpan(t *testing.T) {
 	t.Parallel()
 	td := engineStepSpan(t)
 	rs := td.ResourceSpans().At(0)
 	sp := rs.ScopeSpans().At(0).Spans().At(0)
 	var s Step
-	key, ok := FromSpan(sp, rs.Resource(), &s)
+	key, ok := fromSpan(sp, rs.Resource(), &s)
 	require.True(t, ok)
 	assert.Equal(t, "vllm-a", key, "no service.instance.id: the service.name")
 	assert.NotZero(t, s.Engine)
@@ -311,21 +321,21 @@ func TestFromSpan(t *testing.T) {
 
 	other := ptrace.NewSpan()
 	other.SetName("llm_request")
-	_, ok = FromSpan(other, rs.Resource(), &s)
+	_, ok = fromSpan(other, rs.Resource(), &s)
 	assert.False(t, ok)
 
 	// The receiver's stand-in for a hook without an instance id names the
 	// process, not the server: the key leaves it out.
 	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "h1/42/0")
-	key, _ = FromSpan(sp, rs.Resource(), &s)
+	key, _ = fromSpan(sp, rs.Resource(), &s)
 	assert.Equal(t, "vllm-a", key)
 	assert.Equal(t, key, InstanceKey(rs.Resource()), "steps and requests share the key")
 	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "h1/42/1")
-	key, _ = FromSpan(sp, rs.Resource(), &s)
+	key, _ = fromSpan(sp, rs.Resource(), &s)
 	assert.Equal(t, "vllm-a [h1/42/1]", key, "another engine index: a real id")
 	rs.Resource().Attributes().PutStr(names.ResourceServiceInstance, "5b0e5d2c")
 	engine := s.Engine
-	key, _ = FromSpan(sp, rs.Resource(), &s)
+	key, _ = fromSpan(sp, rs.Resource(), &s)
 	assert.Equal(t, "vllm-a [5b0e5d2c]", key)
 	assert.Equal(t, engine, s.Engine, "the engine is its host and index")
 	id, svc := splitKey(key)

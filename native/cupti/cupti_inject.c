@@ -133,13 +133,17 @@ static unsigned parse_kinds(const char *v) {
   return k;
 }
 
+/* The cupti receiver's default too (internal/unixsock/defaults.go, whose
+   test reads this line). */
+#define INFERPROF_DEFAULT_ENDPOINT "/tmp/inferprof/cupti.sock"
+
 static void load_config(void) {
   debug_on = getenv("INFERPROF_CUPTI_DEBUG") && strcmp(getenv("INFERPROF_CUPTI_DEBUG"), "1") == 0;
   const char *ep = getenv("INFERPROF_CUPTI_ENDPOINT");
-  if (ep == NULL || *ep == '\0') ep = "/tmp/inferprof/cupti.sock";
+  if (ep == NULL || *ep == '\0') ep = INFERPROF_DEFAULT_ENDPOINT;
   if (strlen(ep) >= sizeof(cfg.endpoint)) {
     LOG_WARN("INFERPROF_CUPTI_ENDPOINT is longer than a socket path may be; using the default");
-    ep = "/tmp/inferprof/cupti.sock";
+    ep = INFERPROF_DEFAULT_ENDPOINT;
   }
   strcpy(cfg.endpoint, ep);
   cfg.flush_ms = env_long("INFERPROF_CUPTI_FLUSH_MS", 200, 10, 10000);

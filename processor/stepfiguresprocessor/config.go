@@ -88,6 +88,10 @@ type GPUConfig struct {
 	// (inferprof.step.gpu.missing=evicted) and requests pass without
 	// waiting. Default 100000. Must be positive.
 	MaxHeld int `mapstructure:"max_held"`
+	// StepStore names the step_store extension the cupti receiver feeds.
+	// Unset: no CUPTI stream reaches the steps, which pass marked
+	// inferprof.step.gpu.missing=no_source.
+	StepStore *component.ID `mapstructure:"step_store"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}

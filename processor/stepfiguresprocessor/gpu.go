@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,6 +18,8 @@ import (
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/spanbatch"
+	"github.com/inferprof/inferprof/internal/stepspan"
+	"github.com/inferprof/inferprof/internal/stepstore"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/internal/stepwire"
 )
@@ -27,9 +30,11 @@ const gpuTick = 100 * time.Millisecond
 
 // gpuJoin holds engine.step spans until the kernels they launched are in,
 // and request spans until their steps are. The kernels come from the cupti
-// receiver through the collector's shared gpuwindow.Window.
+// receiver through the window of the step_store extension gpu.step_store
+// names.
 type gpuJoin struct {
 	win     *gpuwindow.Window
+	store   *component.ID // gpu.step_store
 	wait    time.Duration
 	maxHeld int
 	tick    time.Duration // gpuTick; tests tick by hand
@@ -59,7 +64,7 @@ type heldRequest struct {
 }
 
 func newGPUJoin(cfg GPUConfig) *gpuJoin {
-	return &gpuJoin{wait: cfg.Wait, maxHeld: cfg.MaxHeld, tick: gpuTick, outcomes: map[string][]metric.AddOption{}}
+	return &gpuJoin{wait: cfg.Wait, maxHeld: cfg.MaxHeld, store: cfg.StepStore, tick: gpuTick, outcomes: map[string][]metric.AddOption{}}
 }
 
 func (g *gpuJoin) outcome(o string) []metric.AddOption {
@@ -122,7 +127,7 @@ func hasStepGPU(a pcommon.Map) bool {
 // holdStep registers an engine.step span with the window. It returns true
 // when the span was moved out of the batch to wait for its kernels; else the
 // span says why it has no figures and passes on now.
-func (p *stepFiguresProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, ref stepwindow.Ref, hasRef bool) bool {
+func (p *stepFiguresProcessor) holdStep(ctx context.Context, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, st *stepspan.Step, ref stepwindow.Ref, hasRef bool) bool {
 	g := p.gpu
 	if g.win == nil || hasStepGPU(span.Attributes()) {
 		return false // not started, or figures made elsewhere (Kineto)
@@ -140,14 +145,7 @@ func (p *stepFiguresProcessor) holdStep(ctx context.Context, rs ptrace.ResourceS
 			Owner:       g,
 			Link:        gpuwindow.Link{TraceID: span.TraceID(), SpanID: span.SpanID()},
 		}
-		if v, found := span.Attributes().Get(names.AttrStepIndex); found {
-			info.Index = uint64(v.Int())
-			info.Link.Index = info.Index
-		}
-		if v, found := span.Attributes().Get(names.AttrThreadID); found {
-			info.ThreadID = uint32(v.Int())
-		}
-		info.ReadLaunchWindows(span.Attributes())
+		info.FromStep(st)
 		// Registered under the join's lock, so a tick never finalizes a
 		// step whose span is not held yet.
 		g.mu.Lock()
@@ -261,11 +259,26 @@ func (p *stepFiguresProcessor) sendHeld(ctx context.Context, td ptrace.Traces) {
 	}
 }
 
+// startStore finds the window of gpu.step_store. Without one no CUPTI
+// stream can reach the steps, so they get a window no one feeds and pass
+// marked no_source, as they would with a store and no cupti receiver.
+func (g *gpuJoin) startStore(host component.Host, logger *zap.Logger) error {
+	win, err := stepstore.Lookup(host, g.store, "gpu.step_store")
+	if err != nil {
+		return err
+	}
+	if win == nil {
+		logger.Info("gpu.step_store is not set: engine steps pass with inferprof.step.gpu.missing=no_source")
+		win = gpuwindow.New(gpuwindow.Config{MaxEngines: 1})
+	}
+	g.win = win
+	return nil
+}
+
 // drainGPU releases everything held, as it stands, at shutdown.
 func (p *stepFiguresProcessor) drainGPU(ctx context.Context) {
 	g := p.gpu
 	p.tickGPU(ctx, time.Unix(1<<40, 0)) // every deadline is past
-	g.win.Release()
 	if n := g.held(); n > 0 {
 		p.logger.Warn("spans still held for GPU figures at shutdown", zap.Int("spans", n))
 	}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/extension/stepstoreextension/stepstoretest"
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
@@ -43,14 +44,15 @@ type gpuHarness struct {
 func startGPU(t *testing.T, host string, withSource bool, next ...func(consumer.Traces) consumer.Traces) *gpuHarness {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
+	cfg.GPU.StepStore = stepstoretest.Ref()
 	g := &gpuHarness{harness: newHarness(t, cfg, processortest.NewNopSettings(processortest.NopType), next...), host: host, pid: 4242}
 	g.now.Store(itlBase.UnixNano())
 	g.p.now = func() time.Time { return time.Unix(0, g.now.Load()) }
 	g.p.gpu.tick = time.Hour // the test ticks by hand (tick)
-	require.NoError(t, g.tp.Start(t.Context(), componenttest.NewNopHost()))
+	hst, win := stepstoretest.NewHost(t)
+	require.NoError(t, g.tp.Start(t.Context(), hst))
 	t.Cleanup(func() { _ = g.tp.Shutdown(t.Context()) })
-	g.win = gpuwindow.Acquire() // the one the processor acquired
-	t.Cleanup(g.win.Release)
+	g.win = win // the one the processor references
 	if withSource {
 		g.src = g.win.OpenSource(gpuwindow.SourceInfo{Host: host, PID: uint32(g.pid)}, kernelNames{"other", "flash_fwd", "gemm"})
 		require.NotNil(t, g.src)

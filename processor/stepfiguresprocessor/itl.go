@@ -12,6 +12,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/spanbatch"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 )
 
@@ -23,6 +24,7 @@ import (
 // held any, leaving empty scopes and resources for the caller to remove.
 func (p *stepFiguresProcessor) addSteps(ctx context.Context, td ptrace.Traces) bool {
 	var st stepwindow.Step // slices reused across the batch; Add copies what it keeps
+	var read stepspan.Step // likewise
 	added := 0
 	var moved []int
 	held := false
@@ -39,15 +41,15 @@ func (p *stepFiguresProcessor) addSteps(ctx context.Context, td ptrace.Traces) b
 				if span.Name() != names.SpanEngineStep {
 					continue
 				}
+				p.stepReader.Read(ctx, span, &read, stepspan.Requests|stepspan.Launch)
 				var ref stepwindow.Ref
 				hasRef := false
 				if p.steps != nil {
-					if key, ok := stepwindow.FromSpan(span, rs.Resource(), &st); ok {
-						ref, hasRef = p.steps.AddRef(key, &st)
-						added++
-					}
+					key := stepwindow.FromStep(&read, rs.Resource(), &st)
+					ref, hasRef = p.steps.AddRef(key, &st)
+					added++
 				}
-				if p.gpu != nil && p.holdStep(ctx, rs, ss, span, ref, hasRef) {
+				if p.gpu != nil && p.holdStep(ctx, rs, ss, span, &read, ref, hasRef) {
 					moved = append(moved, k)
 				}
 			}

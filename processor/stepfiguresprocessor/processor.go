@@ -18,10 +18,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/stepfiguresprocessor/internal/metadata"
 )
@@ -38,6 +38,8 @@ type stepFiguresProcessor struct {
 	steps   *stepwindow.Window // nil when engine_steps is off
 	maxGaps int                // engine_steps.max_itl_gaps
 	gpu     *gpuJoin           // nil when gpu is off (gpu.go)
+	// stepReader reads engine.step spans for the steps and the GPU join.
+	stepReader *stepspan.Reader
 
 	// for tests
 	now func() time.Time
@@ -62,6 +64,9 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		maxGaps: cfg.EngineSteps.MaxITLGaps,
 		now:     time.Now,
 	}
+	if p.stepReader, err = stepspan.NewReader(set.TelemetrySettings); err != nil {
+		return nil, err
+	}
 	if es := cfg.EngineSteps; es.Enabled {
 		p.steps = stepwindow.New(stepwindow.Config{
 			MaxAge: es.MaxAge, MaxRecords: es.MaxRecords, MaxInstances: es.MaxInstances, StallFactor: es.StallFactor,
@@ -83,14 +88,16 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	return p, nil
 }
 
-func (p *stepFiguresProcessor) start(context.Context, component.Host) error {
+func (p *stepFiguresProcessor) start(_ context.Context, host component.Host) error {
 	if p.gpu == nil {
 		return nil
+	}
+	if err := p.gpu.startStore(host, p.logger); err != nil {
+		return err
 	}
 	// Background work gets its own context, not Start's.
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	p.gpu.win = gpuwindow.Acquire()
 	p.wg.Go(func() {
 		t := time.NewTicker(p.gpu.tick)
 		defer t.Stop()
@@ -119,6 +126,7 @@ func (p *stepFiguresProcessor) shutdown(ctx context.Context) error {
 		}
 		p.tel.Shutdown()
 		p.steps.Close()
+		p.stepReader.Shutdown()
 	})
 	return nil
 }

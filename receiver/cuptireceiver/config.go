@@ -14,12 +14,13 @@ import (
 
 	"github.com/inferprof/inferprof/internal/confdur"
 	"github.com/inferprof/inferprof/internal/kernelclass"
+	"github.com/inferprof/inferprof/internal/unixsock"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadata"
 )
 
 // DefaultEndpoint is where the injection library connects unless
-// INFERPROF_CUPTI_ENDPOINT says otherwise; both sides share this default.
-const DefaultEndpoint = "/tmp/inferprof/cupti.sock"
+// INFERPROF_CUPTI_ENDPOINT says otherwise (internal/unixsock holds it).
+const DefaultEndpoint = unixsock.DefaultCUPTIEndpoint
 
 // Config is the cupti receiver's YAML configuration.
 type Config struct {
@@ -53,6 +54,9 @@ type Config struct {
 	// Spans emits sampled kernel executions as spans, for timelines, when
 	// the receiver is also in a traces pipeline.
 	Spans SpansConfig `mapstructure:"spans"`
+	// StepStore names the step_store extension whose window ties kernels
+	// to the engine steps that launched them. Unset: no correlation.
+	StepStore *component.ID `mapstructure:"step_store"`
 
 	metadata.MetricsBuilderConfig `mapstructure:",squash"`
 	_                             struct{}

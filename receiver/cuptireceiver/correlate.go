@@ -6,12 +6,14 @@ package cuptireceiver // import "github.com/inferprof/inferprof/receiver/cuptire
 import (
 	"sync"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/kernelclass"
+	"github.com/inferprof/inferprof/internal/stepstore"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/aggregate"
 )
 
@@ -229,13 +231,13 @@ func (h *connHandler) closeCorrelation() {
 	cc.c.mu.Unlock()
 }
 
-// windowStart acquires the shared window.
-func (r *cuptiReceiver) windowStart() {
-	r.corr = newCorrelation(gpuwindow.Acquire())
-}
-
-func (r *cuptiReceiver) windowStop() {
-	if r.corr != nil {
-		r.corr.win.Release()
+// windowStart finds the window of the step_store the config names;
+// without one the receiver's kernels stay uncorrelated.
+func (r *cuptiReceiver) windowStart(host component.Host) error {
+	win, err := stepstore.Lookup(host, r.cfg.StepStore, "step_store")
+	if err != nil || win == nil {
+		return err
 	}
+	r.corr = newCorrelation(win)
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/inferprof/inferprof/extension/stepstoreextension/stepstoretest"
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
@@ -19,18 +20,18 @@ import (
 
 // The library's identity and device frames reach the metrics' resource:
 // hw.id is the GPU's UUID and the CUDA ordinal a data point attribute; the
-// launches and kernels reach the shared correlation window, which ties the
-// kernels to a step registered there (as the inference processor does);
-// sampled kernel spans link to that step.
+// launches and kernels reach the window of the step_store the config
+// names, which ties the kernels to a step registered there (as the
+// inference processor does); sampled kernel spans link to that step.
 func TestIdentityDevicesAndCorrelation(t *testing.T) {
-	win := gpuwindow.Acquire() // the receiver's Start acquires the same one
-	defer win.Release()
 	spans := new(consumertest.TracesSink)
 	h := startWithSpans(t, func(c *Config) {
 		c.Spans = SpansConfig{Enabled: true, SamplingRatio: 1, MaxPerInterval: 100}
+		c.StepStore = stepstoretest.Ref()
 	}, spans)
+	win := h.win
 
-	const host = "corr-test-host" // the window is shared: a host no other test uses
+	const host = "corr-test-host"
 	t0 := uint64(1_700_000_000_000_000_000)
 	var traceID pcommon.TraceID
 	traceID[0] = 7

@@ -24,7 +24,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/inferprof/inferprof/extension/stepstoreextension/stepstoretest"
 	"github.com/inferprof/inferprof/internal/cuptiwire"
+	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/telemetrytest"
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/metadatatest"
@@ -46,6 +48,7 @@ type harness struct {
 	tel  *componenttest.Telemetry
 	cfg  *Config
 	logs *observer.ObservedLogs
+	win  *gpuwindow.Window // the host's step store; the receiver uses it when cfg.StepStore names it
 }
 
 func start(t *testing.T, mutate func(*Config)) *harness {
@@ -84,9 +87,10 @@ func startWithClock(t *testing.T, mutate func(*Config), spans *consumertest.Trac
 	if spans != nil {
 		r.nextTraces = spans
 	}
-	require.NoError(t, r.Start(t.Context(), componenttest.NewNopHost()))
+	host, win := stepstoretest.NewHost(t)
+	require.NoError(t, r.Start(t.Context(), host))
 	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
-	return &harness{r: r, sink: sink, tel: tel, cfg: cfg, logs: logs}
+	return &harness{r: r, sink: sink, tel: tel, cfg: cfg, logs: logs, win: win}
 }
 
 // counter reads one of the receiver's own counters, declared in

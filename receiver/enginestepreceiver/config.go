@@ -13,11 +13,12 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/inferprof/inferprof/internal/confdur"
+	"github.com/inferprof/inferprof/internal/unixsock"
 )
 
 // DefaultEndpoint is where the Python hook sends unless
-// INFERPROF_STEP_ENDPOINT says otherwise; both sides share this default.
-const DefaultEndpoint = "/tmp/inferprof/engine-step.sock"
+// INFERPROF_STEP_ENDPOINT says otherwise (internal/unixsock holds it).
+const DefaultEndpoint = unixsock.DefaultStepEndpoint
 
 // Bounds of poll_interval: below 100µs the collector spins; above 1s a
 // stock kernel's 10-datagram queue overflows at 10 steps a second.
@@ -48,7 +49,11 @@ type Config struct {
 	// polls, so the default 2ms keeps up with 5,000 steps a second.
 	// Between 100µs and 1s.
 	PollInterval time.Duration `mapstructure:"poll_interval"`
-	_            struct{}
+	// StepStore names the step_store extension that executor workers'
+	// launch marks go to, for the cupti receiver's correlation. Unset:
+	// marks are counted and dropped.
+	StepStore *component.ID `mapstructure:"step_store"`
+	_         struct{}
 }
 
 var _ component.Config = (*Config)(nil)

@@ -24,6 +24,7 @@ import (
 	"github.com/inferprof/inferprof/internal/bindhint"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/loglimit"
+	"github.com/inferprof/inferprof/internal/stepstore"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/internal/unixsock"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
@@ -125,6 +126,11 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*eng
 // Start opens the socket and starts reading; it returns at once.
 func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error {
 	r.host = host
+	// Workers' launch marks go to the step_store the config names, if any.
+	win, err := stepstore.Lookup(host, r.cfg.StepStore, "step_store")
+	if err != nil {
+		return err
+	}
 	fd, err := listen(r.cfg.Endpoint)
 	if err != nil {
 		return bindhint.Wrap(err, "endpoint", "INFERPROF_STEP_ENDPOINT")
@@ -142,7 +148,7 @@ func (r *engineStepReceiver) Start(_ context.Context, host component.Host) error
 		return fmt.Errorf("engine_step: stop pipe: %w", err)
 	}
 	r.stop = pipe[1]
-	r.win = gpuwindow.Acquire()
+	r.win = win
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Go(func() {
@@ -176,11 +182,6 @@ func (r *engineStepReceiver) Shutdown(ctx context.Context) error {
 		case <-done:
 		case <-ctx.Done():
 			err = ctx.Err()
-		}
-		if r.win != nil {
-			// A read loop still running past ctx only feeds a window no one
-			// else shares any more.
-			r.win.Release()
 		}
 		r.tb.Shutdown()
 		if started {

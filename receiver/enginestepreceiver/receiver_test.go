@@ -17,9 +17,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/receivertest"
@@ -28,8 +30,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/inferprof/inferprof/extension/stepstoreextension/stepstoretest"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwire"
 	"github.com/inferprof/inferprof/internal/telemetrytest"
 	"github.com/inferprof/inferprof/receiver/enginestepreceiver/internal/metadata"
@@ -54,6 +58,7 @@ type harness struct {
 	sink *consumertest.TracesSink
 	tel  *componenttest.Telemetry
 	logs *observer.ObservedLogs
+	win  *gpuwindow.Window // the step_store the receiver references
 }
 
 func start(t *testing.T, path string, next consumer.Traces) *harness {
@@ -66,14 +71,16 @@ func start(t *testing.T, path string, next consumer.Traces) *harness {
 	set.Logger = zap.New(core)
 	cfg := createDefaultConfig().(*Config)
 	cfg.Endpoint = path
-	h := &harness{path: path, tel: tel, logs: logs}
+	cfg.StepStore = stepstoretest.Ref()
+	host, win := stepstoretest.NewHost(t)
+	h := &harness{path: path, tel: tel, logs: logs, win: win}
 	if next == nil {
 		h.sink = new(consumertest.TracesSink)
 		next = h.sink
 	}
 	r, err := newReceiver(set, cfg, next)
 	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Start(context.Background(), host))
 	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
 	h.rcv = r
 	return h
@@ -232,14 +239,13 @@ func TestLaunchWindowsAndMarks(t *testing.T) {
 	var want stepwire.Step
 	require.NoError(t, stepwire.Decode(step, &want))
 	require.NotEmpty(t, want.Windows)
-	win := gpuwindow.Acquire()
-	defer win.Release()
+	win := h.win
 	before := win.Stats().Marks
 	h.send(t, step, readFixture(t, "marks/hello.bin"), readFixture(t, "marks/batch.bin"))
 	require.Eventually(t, func() bool {
 		return h.sink.SpanCount() == 1 && h.counter(t, "receiver_engine_step_launch_marks") == 2
 	}, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, before+2, win.Stats().Marks, "the marks reached the shared window")
+	assert.Equal(t, before+2, win.Stats().Marks, "the marks reached the step store")
 	assert.Zero(t, h.counter(t, "receiver_engine_step_bad_datagrams"))
 	a := spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0).Attributes()
 	get := func(k string) pcommon.Value {
@@ -256,8 +262,11 @@ func TestLaunchWindowsAndMarks(t *testing.T) {
 	assert.Equal(t, ends, intSlice(get(names.AttrStepLaunchEnds)))
 	assert.Equal(t, threads, intSlice(get(names.AttrStepLaunchThreads)))
 	// The processor reads them back as the window's step info.
+	var st stepspan.Step
+	require.True(t, stepspan.Read(spans(h.sink.AllTraces())[0].ScopeSpans().At(0).Spans().At(0), &st, stepspan.Launch))
+	require.Zero(t, st.Bad)
 	var si gpuwindow.StepInfo
-	si.ReadLaunchWindows(a)
+	si.FromStep(&st)
 	assert.Equal(t, want.Batch, si.Batch)
 	require.Len(t, si.Windows, len(want.Windows))
 	assert.Equal(t, want.Windows[0].StartUnixNs, si.Windows[0].Start)
@@ -508,4 +517,31 @@ func TestIdleReceiverWaitsAndWakes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, h.rcv.Shutdown(ctx), "Shutdown must wake a waiting loop")
+}
+
+// A step_store reference to a missing or wrong-typed extension fails Start
+// with an error that names the key and the id, before the socket is bound.
+func TestStepStoreReferenceErrors(t *testing.T) {
+	host, _ := stepstoretest.NewHost(t)
+	other := component.MustNewID("nop")
+	nop, err := extensiontest.NewNopFactory().Create(context.Background(), extensiontest.NewNopSettings(other.Type()), nil)
+	require.NoError(t, err)
+	host[other] = nop
+	for _, tc := range []struct {
+		id   component.ID
+		want string
+	}{
+		{component.MustNewIDWithName("step_store", "missing"), `step_store: extension "step_store/missing" not found`},
+		{other, `step_store: extension "nop" is not a step_store extension`},
+	} {
+		cfg := createDefaultConfig().(*Config)
+		cfg.Endpoint = filepath.Join(socketDir(t), "s.sock")
+		cfg.StepStore = &tc.id
+		r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), cfg, new(consumertest.TracesSink))
+		require.NoError(t, err)
+		require.ErrorContains(t, r.Start(context.Background(), host), tc.want)
+		require.NoError(t, r.Shutdown(context.Background()))
+		_, err = os.Stat(cfg.Endpoint)
+		require.ErrorIs(t, err, os.ErrNotExist, "no socket was bound")
+	}
 }

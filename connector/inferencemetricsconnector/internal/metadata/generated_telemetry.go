@@ -111,7 +111,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ConnectorInferenceMetricsBadValues, err = builder.meter.Int64Counter(
 		"otelcol_connector_inference_metrics_bad_values",
-		metric.WithDescription("Span attribute values skipped because they had the wrong type, were negative, NaN or infinite. [Alpha]"),
+		metric.WithDescription("Request span attribute values skipped because they had the wrong type, were negative, NaN or infinite (engine.step attributes count in otelcol_engine_step_bad_attributes). [Alpha]"),
 		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)

@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) connector.Settings {
 func AssertEqualConnectorInferenceMetricsBadValues(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_connector_inference_metrics_bad_values",
-		Description: "Span attribute values skipped because they had the wrong type, were negative, NaN or infinite. [Alpha]",
+		Description: "Request span attribute values skipped because they had the wrong type, were negative, NaN or infinite (engine.step attributes count in otelcol_engine_step_bad_attributes). [Alpha]",
 		Unit:        "{value}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -8,6 +8,7 @@
 package timeline // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/timeline"
 
 import (
+	"context"
 	"math"
 	"slices"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 )
 
@@ -348,7 +350,7 @@ func (b *Batch) Empty() bool {
 // ConsumeTraces keeps the request, phase, step and kernel spans of td and
 // returns how many spans it skipped and how many records it evicted.
 func (s *Store) ConsumeTraces(td ptrace.Traces) (bad, evicted int) {
-	b := Collect(td)
+	b := Collect(td, nil)
 	return b.Bad, s.Apply(b)
 }
 
@@ -359,9 +361,10 @@ func (s *Store) ConsumeMetrics(md pmetric.Metrics) (evicted int) {
 }
 
 // Collect reads the request, phase, step and kernel spans of td; every other
-// span is ignored. It only reads td.
-func Collect(td ptrace.Traces) *Batch {
+// span is ignored. It only reads td. steps reads the engine.step spans.
+func Collect(td ptrace.Traces, steps *stepspan.Reader) *Batch {
 	b := &Batch{}
+	var st stepspan.Step
 	for _, rs := range td.ResourceSpans().All() {
 		res := rs.Resource()
 		instance := ""
@@ -385,7 +388,8 @@ func Collect(td ptrace.Traces) *Batch {
 				case kindPhase:
 					b.phases = append(b.phases, Phase{TraceID: sp.TraceID(), Parent: sp.ParentSpanID(), Name: intern(sp.Name()), Start: start, End: end})
 				case kindStep:
-					b.steps = append(b.steps, stepOf(sp, res, instance))
+					steps.Read(context.Background(), sp, &st, stepspan.Batch)
+					b.steps = append(b.steps, stepOf(sp, &st, res, instance))
 				case kindKernel:
 					b.kernels = append(b.kernels, kernelOf(sp, res))
 				}
@@ -637,24 +641,24 @@ func requestOf(sp ptrace.Span, instance string) Request {
 	return r
 }
 
-func stepOf(sp ptrace.Span, res pcommon.Resource, instance string) Step {
-	a := sp.Attributes()
-	st := Step{
+// stepOf is the timeline's record of a step read by stepspan: its counts
+// are -1 (stepspan.Absent) and its KV usage NaN when unknown.
+func stepOf(sp ptrace.Span, st *stepspan.Step, res pcommon.Resource, instance string) Step {
+	return Step{
 		Instance:    instance,
 		EngineIndex: max(integer(res.Attributes(), names.ResourceEngineIndex), 0),
 		TraceID:     sp.TraceID(),
 		SpanID:      sp.SpanID(),
-		Index:       integer(a, names.AttrStepIndex),
-		Start:       int64(sp.StartTimestamp()),
-		End:         int64(sp.EndTimestamp()),
-		Prefill:     max(integer(a, names.AttrStepPrefillReqs), 0),
-		Decode:      max(integer(a, names.AttrStepDecodeReqs), 0),
-		Tokens:      integer(a, names.AttrStepScheduledToks),
-		Running:     integer(a, names.AttrStepRunningReqs),
-		Waiting:     integer(a, names.AttrStepWaitingReqs),
-		KVUsage:     float(a, names.AttrStepKVCacheUsage),
+		Index:       st.Index,
+		Start:       st.StartUnixNs,
+		End:         st.EndUnixNs,
+		Prefill:     max(st.PrefillRequests, 0),
+		Decode:      max(st.DecodeRequests, 0),
+		Tokens:      st.ScheduledTokens,
+		Running:     st.RunningRequests,
+		Waiting:     st.WaitingRequests,
+		KVUsage:     st.KVCacheUsage,
 	}
-	return st
 }
 
 func kernelOf(sp ptrace.Span, res pcommon.Resource) Kernel {
