@@ -23,7 +23,7 @@ type recogniser struct {
 	tb     []string // lines of the open raw traceback
 	tbExc  bool     // its exception line has been seen
 	tbLead string   // the log header the traceback started in (SGLang)
-	size    int
+	size   int
 }
 
 func (r *recogniser) open() bool { return r.rec != nil || r.tb != nil }
@@ -76,7 +76,7 @@ func (r *recogniser) line(s string) {
 		r.emit(event{kind: kindArgument, severity: sevError, body: scrubArgparse(m[1], m[2]), stream: r.stream})
 	default:
 		if kind, phrase := cudaKind(s); kind != "" {
-			r.emit(event{kind: kind, severity: sevError, body: strings.TrimSpace(lead+" "+phrase+": "+privacy.ErrorTextMarker), stream: r.stream})
+			r.emit(event{kind: kind, severity: sevError, body: strings.TrimSpace(lead + " " + phrase + ": " + privacy.ErrorTextMarker), stream: r.stream})
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	otelconftelemetry "go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 	spanmetricsconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	forwardconnector "go.opentelemetry.io/collector/connector/forwardconnector"
+	countconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/countconnector"
 	inferencemetricsconnector "github.com/inferprof/inferprof/connector/inferencemetricsconnector"
 	otlpexporter "go.opentelemetry.io/collector/exporter/otlpexporter"
 	otlphttpexporter "go.opentelemetry.io/collector/exporter/otlphttpexporter"
@@ -146,6 +147,7 @@ func components() (otelcol.Factories, error) {
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](
 		spanmetricsconnector.NewFactory(),
 		forwardconnector.NewFactory(),
+		countconnector.NewFactory(),
 		inferencemetricsconnector.NewFactory(),
 	)
 	if err != nil {
@@ -154,6 +156,7 @@ func components() (otelcol.Factories, error) {
 	factories.ConnectorModules = makeModulesMap(factories.Connectors, map[component.Type]string{
 		spanmetricsconnector.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector v0.161.0",
 		forwardconnector.NewFactory().Type(): "go.opentelemetry.io/collector/connector/forwardconnector v0.161.0",
+		countconnector.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/connector/countconnector v0.161.0",
 		inferencemetricsconnector.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
 

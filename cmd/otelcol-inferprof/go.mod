@@ -6,6 +6,7 @@ go 1.26.0
 
 require (
 	github.com/inferprof/inferprof v0.0.0
+	github.com/open-telemetry/opentelemetry-collector-contrib/connector/countconnector v0.161.0
 	github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector v0.161.0
 	github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v0.161.0
 	github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter v0.161.0
