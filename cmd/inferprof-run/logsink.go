@@ -28,6 +28,7 @@ const (
 	attrErrorKind   = "inferprof.engine.error.kind"
 	attrExitSignal  = "inferprof.engine.exit.signal"
 	attrDropped     = "inferprof.engine.errors.dropped"
+	attrSkipped     = "inferprof.engine.output.skipped_chunks"
 	attrExitCode    = "process.exit.code"
 	attrExcType     = "exception.type"
 	attrCodeFile    = "code.file.path"

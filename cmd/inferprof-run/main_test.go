@@ -295,6 +295,8 @@ func TestRunPrintsEveryChange(t *testing.T) {
 		"CUDA_INJECTION64_PATH":              lib,
 		"INFERPROF_CUPTI_ENDPOINT":           cuptiSock,
 		"OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
+		// Supervised, the engine writes to a pipe (supervise.go).
+		envUnbuffered: "1",
 		// A random id per launch (identity.go).
 		// and the served model from the command line (model.go).
 		envResourceAttrs: attrInstanceID + "=" + resourceAttribute(got[envResourceAttrs], attrInstanceID) + "," + attrModelName + "=m",

@@ -143,7 +143,11 @@ func supervise(p *plan, stdout, stderr io.Writer, newSink func(pid int) *logSink
 		for _, pm := range pumps {
 			skipped += pm.skipped.Load()
 		}
-		sink.final(finalEvent(ws, forwarded), attribute.Int64("inferprof.engine.output.skipped_chunks", int64(skipped)))
+		how := attribute.Int(attrExitCode, ws.ExitStatus())
+		if ws.Signaled() {
+			how = attribute.String(attrExitSignal, signalName(int(ws.Signal())))
+		}
+		sink.final(finalEvent(ws, forwarded), how, attribute.Int64(attrSkipped, int64(skipped)))
 		sink.shutdown()
 	}
 	if ws.Signaled() {

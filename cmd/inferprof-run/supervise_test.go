@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -185,13 +186,18 @@ func TestSuperviseAsPID1(t *testing.T) {
 	if err != nil {
 		t.Skip("no unshare")
 	}
-	probe := exec.Command(unshare, "--user", "--map-root-user", "--pid", "--fork", "sh", "-c", "echo $$")
+	// --mount-proc: the namespace's own /proc, where the script looks for
+	// its orphan by the pid it knows.
+	ns := []string{"--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc"}
+	probe := exec.Command(unshare, append(ns, "sh", "-c", "echo $$")...)
 	if out, err := probe.Output(); err != nil || strings.TrimSpace(string(out)) != "1" {
 		t.Skipf("unprivileged PID namespaces unavailable here: %v %s", err, out)
 	}
 	run := func(script string) ([]byte, error) {
-		cmd := exec.Command(unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child",
-			launcherBin, "-quiet", "-no-hook", "-no-cupti", "-logs-endpoint", "127.0.0.1:1", "sh", "-c", script)
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, unshare, append(ns,
+			launcherBin, "-quiet", "-no-hook", "-no-cupti", "-logs-endpoint", "127.0.0.1:1", "sh", "-c", script)...)
 		cmd.Dir = t.TempDir()
 		return cmd.Output()
 	}
