@@ -94,7 +94,7 @@ func (p *pump) recognise(ch <-chan chunk, r *recogniser) {
 		case c, ok := <-ch:
 			if !ok {
 				if len(partial) > 0 && !skipping {
-					r.line(string(partial))
+					r.lineBytes(partial)
 				}
 				r.flush()
 				return
@@ -113,10 +113,10 @@ func (p *pump) recognise(ch <-chan chunk, r *recogniser) {
 				}
 				if !skipping {
 					if len(partial) == 0 {
-						r.line(string(b[:i]))
+						r.lineBytes(b[:i])
 					} else {
 						partial = append(partial, b[:min(i, max(0, maxClassifyBytes-len(partial)))]...)
-						r.line(string(partial))
+						r.lineBytes(partial)
 					}
 				}
 				partial, skipping = partial[:0], false

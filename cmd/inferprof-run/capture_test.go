@@ -39,7 +39,7 @@ func (s *otlpLogs) Export(_ context.Context, req plogotlp.ExportRequest) (plogot
 	return plogotlp.NewExportResponse(), nil
 }
 
-func startOTLP(t *testing.T) (*otlpLogs, string) {
+func startOTLP(t testing.TB) (*otlpLogs, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

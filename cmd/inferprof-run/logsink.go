@@ -39,7 +39,7 @@ const (
 	logsBurst       = 100 // records at once
 	logsQueue       = 512 // records waiting for the exporter; the oldest go first
 	logsTimeout     = 2 * time.Second
-	logsFlushWindow = 2 * time.Second // the longest the launcher waits to send at exit
+	logsFlushWindow = time.Second // the longest the launcher waits to send at exit
 )
 
 // logSink sends events as OTLP log records through the OpenTelemetry SDK's

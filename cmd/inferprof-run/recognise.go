@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
@@ -27,6 +28,31 @@ type recogniser struct {
 }
 
 func (r *recogniser) open() bool { return r.rec != nil || r.tb != nil }
+
+// keywords: a line holding none of them, with nothing open, cannot start an
+// event, and is dropped before any regular expression or allocation. Most
+// lines (INFO, progress) go this way.
+var keywords = [][]byte{
+	[]byte("ERROR"), []byte("CRITICAL"), []byte("Traceback"), []byte("error"), []byte("Error"),
+	[]byte("CUDA"), []byte("cuda"), []byte("NCCL"), []byte("nccl"), []byte("illegal"), []byte("CUBLAS"), []byte("device-side"),
+}
+
+// lineBytes is line for a line still in the reader's buffer.
+func (r *recogniser) lineBytes(b []byte) {
+	if !r.open() {
+		hit := false
+		for _, k := range keywords {
+			if bytes.Contains(b, k) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return
+		}
+	}
+	r.line(string(b))
+}
 
 func (r *recogniser) line(s string) {
 	if len(s) > maxClassifyBytes {
