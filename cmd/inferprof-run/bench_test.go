@@ -60,8 +60,8 @@ func BenchmarkOutputBurst(b *testing.B) {
 		name  string
 		flags []string
 	}{
-		{"exec", []string{"-exec"}},
-		{"supervised", nil},
+		{"mode=exec", []string{"-exec"}},
+		{"mode=supervised", nil},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			b.SetBytes(burstBytes)
