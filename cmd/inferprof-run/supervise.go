@@ -131,11 +131,18 @@ func supervise(p *plan, stdout, stderr io.Writer, newSink func(pid int) *logSink
 		done = reap(proc.Pid, &ws)
 	}
 
-	deadline := time.After(drainWait)
+	// The engine's workers outlive it after a kill -9 (vLLM's EngineCore
+	// does): stop what is left of its process group, as a container
+	// runtime stops a container whose main process died.
+	_ = unix.Kill(-proc.Pid, unix.SIGTERM)
+	drain := time.NewTimer(drainWait)
+	defer drain.Stop()
+wait:
 	for _, pm := range pumps {
 		select {
 		case <-pm.done:
-		case <-deadline:
+		case <-drain.C:
+			break wait
 		}
 	}
 	if sink != nil {

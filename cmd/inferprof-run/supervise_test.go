@@ -153,6 +153,29 @@ func TestSupervisePassesOutputThrough(t *testing.T) {
 	assert.Equal(t, sha256.Sum256(errData), sha256.Sum256(stderr.Bytes()))
 }
 
+// TestSuperviseOrphanHoldingOutput: an orphan that keeps the engine's
+// stdout and stderr open (vLLM's EngineCore after a kill -9 of the API
+// server) does not keep the launcher alive; it is sent SIGTERM with the
+// rest of the engine's process group.
+func TestSuperviseOrphanHoldingOutput(t *testing.T) {
+	t.Parallel()
+	cmd := launcher(t, "", nil, `sh -c 'trap "echo orphan stopped; exit 0" TERM; : > trapped; while :; do sleep 0.05; done' &
+while [ ! -e trapped ]; do sleep 0.01; done; exit 3`)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		assert.Equal(t, 3, exitOf(t, err).ExitCode())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("an orphan holding the output kept the launcher alive")
+	}
+	assert.Contains(t, out.String(), "orphan stopped", "the orphan got SIGTERM")
+}
+
 // reaperScript orphans a grandchild that exits at once, then waits for it
 // to be reaped: its /proc entry stays, a zombie, until its new parent
 // waits for it. That parent is the launcher (subreaper, or PID 1).
