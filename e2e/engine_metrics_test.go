@@ -56,9 +56,9 @@ func serveEngineMetrics(t *testing.T) *engineRegistry {
 }
 
 // launchEngine runs `inferprof-run vllm serve tiny --port P` where vllm is
-// a script that sleeps: inferprof-run writes the scrape target and execs
-// it, so the target names the sleeping process, as it names vLLM's API
-// server. It returns the target file's labels once it exists.
+// a script that sleeps: inferprof-run starts it and writes its scrape
+// target, naming the sleeping process as it names vLLM's API server. It
+// returns the engine's pid and the target's labels once the file exists.
 func launchEngine(t *testing.T, port, targets string) (pid int, labels map[string]string) {
 	t.Helper()
 	run := os.Getenv("INFERPROF_RUN_BIN")
@@ -74,17 +74,31 @@ func launchEngine(t *testing.T, port, targets string) (pid int, labels map[strin
 		"INFERPROF_ENGINE_TARGETS_DIR="+targets, "OTEL_RESOURCE_ATTRIBUTES=", "OTEL_SERVICE_NAME=")
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	file := filepath.Join(targets, strconv.Itoa(cmd.Process.Pid)+".json")
 	var groups []struct {
 		Targets []string          `json:"targets"`
 		Labels  map[string]string `json:"labels"`
 	}
+	var file string
 	require.Eventually(t, func() bool {
+		files, _ := filepath.Glob(filepath.Join(targets, "*.json"))
+		if len(files) != 1 {
+			return false
+		}
+		file = files[0]
 		b, err := os.ReadFile(file)
 		return err == nil && json.Unmarshal(b, &groups) == nil && len(groups) == 1
-	}, 30*time.Second, 20*time.Millisecond, "inferprof-run wrote no scrape target at %s", file)
+	}, 30*time.Second, 20*time.Millisecond, "inferprof-run wrote no scrape target in %s", targets)
 	assert.Equal(t, []string{"127.0.0.1:" + port}, groups[0].Targets)
-	return cmd.Process.Pid, groups[0].Labels
+	// The launcher supervises the engine: the target is named by, and
+	// labelled with, the pid of its child, the process serving /metrics.
+	pid, err := strconv.Atoi(groups[0].Labels["process_pid"])
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(targets, strconv.Itoa(pid)+".json"), file)
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	require.NoError(t, err, "the engine process is alive")
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	assert.Equal(t, strconv.Itoa(cmd.Process.Pid), fields[1], "the engine is inferprof-run's child")
+	return pid, groups[0].Labels
 }
 
 // TestEngineMetricsScrapedWithTheEngineIdentity runs the shipped

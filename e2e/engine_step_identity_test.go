@@ -49,7 +49,7 @@ func launcher(t *testing.T) string {
 // service.instance.id, which the hook reads.
 func runReplica(t *testing.T, bin, sock, service string, args ...string) (replicaRun, error) {
 	py := filepath.Join(e2etest.RepoRoot(), "integrations", "python")
-	cmd := exec.Command(bin, append([]string{"-no-cupti", "-hook-dir", filepath.Join(py, "bootstrap"),
+	cmd := exec.Command(bin, append([]string{"-no-cupti", "-no-engine-metrics", "-hook-dir", filepath.Join(py, "bootstrap"),
 		"-step-endpoint", sock, "-service-name", service, "--",
 		"python3", filepath.Join(py, "tests", "fakes", "drive.py")}, args...)...)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(py, "tests", "fakes"), "OTEL_RESOURCE_ATTRIBUTES=")

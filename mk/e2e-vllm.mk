@@ -15,7 +15,7 @@ E2E_VLLM_RESULTS ?= $(ROOT)/e2e/vllm/results.json
 E2E_VLLM_MODES   ?= default,optin
 BENCH_ENGINE_RUNS ?= 4
 
-.PHONY: e2e-vllm e2e-vllm-venv bench-engine test-e2e-vllm-analyze
+.PHONY: e2e-vllm e2e-vllm-venv bench-engine test-e2e-vllm-analyze e2e-vllm-errors
 TEST_TARGETS += test-e2e-vllm-analyze
 
 e2e-vllm-venv:
@@ -24,6 +24,13 @@ e2e-vllm-venv:
 e2e-vllm: build
 	@venv=$$(e2e/vllm/install.sh) && \
 	  timeout 1500 $$venv/bin/python e2e/vllm/run.py --venv $$venv --out $(E2E_VLLM_RESULTS) --modes $(E2E_VLLM_MODES)
+
+# make e2e-vllm-errors: the real vLLM's bad flag and kill -9 through
+# inferprof-run, counted in inferprof.engine.errors, no prompt in any output
+# (e2e/vllm/errors.py). Two engine starts.
+e2e-vllm-errors: build
+	@venv=$$(e2e/vllm/install.sh) && \
+	  timeout 1200 $$venv/bin/python e2e/vllm/errors.py --venv $$venv
 
 bench-engine: build
 	@venv=$$(e2e/vllm/install.sh) && \

@@ -8,8 +8,11 @@
 //	inferprof-run [flags] [--] vllm serve MODEL --otlp-traces-endpoint http://127.0.0.1:4317
 //
 // It prints one line per change it makes to the engine's environment, then
-// replaces itself with the command (exec), so signals, the exit status and
-// the pid are the server's own.
+// runs the command as its child and supervises it (supervise.go): it forwards
+// signals, reaps orphans, ends with the engine's exit code or signal, and
+// reads the engine's output as it passes to send its errors to the collector
+// as OTLP log records (capture.go, recognise.go). With -exec it replaces
+// itself with the command instead, as it did before.
 package main
 
 import (
@@ -37,6 +40,8 @@ const (
 	envInjection     = "CUDA_INJECTION64_PATH"
 	envPythonPath    = "PYTHONPATH"
 	envServiceName   = "OTEL_SERVICE_NAME"
+	envLogsEndpoint  = "INFERPROF_LOGS_ENDPOINT"
+	envUnbuffered    = "PYTHONUNBUFFERED"
 
 	defaultStepEndpoint  = unixsock.DefaultStepEndpoint
 	defaultCUPTIEndpoint = unixsock.DefaultCUPTIEndpoint
@@ -54,6 +59,9 @@ type options struct {
 	noEngineMetrics bool
 	dryRun          bool
 	quiet           bool
+	exec            bool
+	noLogs          bool
+	logsEndpoint    string
 	args            []string
 }
 
@@ -78,6 +86,9 @@ type plan struct {
 	order []string
 
 	scrape *scrapeTarget // the engine's /metrics, for the collector; nil: none
+	// onStart, when set, is called with the engine's pid as soon as it
+	// started (supervise).
+	onStart func(pid int)
 }
 
 // set puts key=value in the engine's environment and records why; a value
@@ -120,17 +131,42 @@ func main() {
 		return
 	}
 	report(os.Stderr, p, opts.quiet)
+	if opts.exec {
+		if p.scrape != nil {
+			// exec keeps the pid: the target names the process that serves /metrics.
+			writeScrape(p, os.Getpid(), opts.quiet)
+		}
+		err = syscall.Exec(p.path, p.args, p.env)
+		fmt.Fprintf(os.Stderr, "inferprof-run: exec %s: %v\n", p.path, err)
+		os.Exit(126)
+	}
+	var target string
 	if p.scrape != nil {
-		// exec keeps the pid: the target names the process that serves /metrics.
-		if _, err := p.scrape.write(os.Getpid()); err != nil {
-			fmt.Fprintln(os.Stderr, "inferprof-run: warning: engine metrics target not written, so the collector will not scrape the engine:", err)
-		} else if !opts.quiet {
-			fmt.Fprintln(os.Stderr, "inferprof-run: wrote", p.scrape.describe(strconv.Itoa(os.Getpid())))
+		// The engine's pid is known once it started; its target goes when
+		// it ends, so the collector stops scraping it at once.
+		p.onStart = func(pid int) { target = writeScrape(p, pid, opts.quiet) }
+	}
+	var newSink func(int) *logSink
+	if !opts.noLogs {
+		ep, insecure := logsTarget(opts, opts.args, p.vars)
+		newSink = func(pid int) *logSink {
+			s, err := newLogSink(ep, insecure, engineResource(p.vars, pid))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "inferprof-run: warning: engine errors not sent:", err)
+				return nil
+			}
+			return s
 		}
 	}
-	err = syscall.Exec(p.path, p.args, p.env)
-	fmt.Fprintf(os.Stderr, "inferprof-run: exec %s: %v\n", p.path, err)
-	os.Exit(126)
+	o, err := supervise(p, os.Stdout, os.Stderr, newSink)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "inferprof-run: start %s: %v\n", p.path, err)
+		os.Exit(126)
+	}
+	if target != "" {
+		_ = os.Remove(target)
+	}
+	exitLike(o)
 }
 
 // report prints one line per change, then notes and warnings; quiet keeps
@@ -153,8 +189,13 @@ const usageHead = `usage: inferprof-run [flags] [--] COMMAND [ARG...]
 
 Runs COMMAND, for example
   vllm serve MODEL --otlp-traces-endpoint http://127.0.0.1:4317
-in its own place (exec), after setting in its environment what inferprof's
-in-engine parts need. It prints one line per variable it sets, on stderr:
+as its child (or with -exec in its own place), after setting in its
+environment what inferprof's in-engine parts need. As the parent it forwards
+every signal, reaps orphans (as a container's PID 1 too), exits with the
+engine's code or dies of its signal, and passes the engine's output through
+unchanged, sending its tracebacks, ERROR/CRITICAL lines, CUDA and argument
+errors and a final exit record to the collector as OTLP logs (no INFO line,
+no error text: see cmd/inferprof-run/README.md). It prints one line per variable it sets, on stderr:
   PYTHONPATH               the engine step hook's folder first (not with -no-hook)
   OTEL_SERVICE_NAME        -service-name, or when unset, vllm or sglang from COMMAND,
                            so that step spans and request spans match
@@ -211,6 +252,12 @@ func parseArgs(argv []string, getenv func(string) string, out io.Writer) (option
 		"do not write the engine's /metrics as a scrape target for the collector (into "+envTargetsDir+",\n"+
 			"default "+defaultTargetsDir+"; "+envMetricsAddress+" overrides the address read from --host/--port)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print warnings only, not the variables set")
+	fs.BoolVar(&o.exec, "exec", false, "replace inferprof-run with the command (exec) instead of supervising it: no error records,\n"+
+		"and signals, exit status and pid are the engine's own")
+	fs.BoolVar(&o.noLogs, "no-logs", false, "supervise, but send no error records: the engine writes to inferprof-run's stdout and stderr itself")
+	fs.StringVar(&o.logsEndpoint, "logs-endpoint", getenv(envLogsEndpoint),
+		"OTLP gRPC endpoint for the engine's error records ("+envLogsEndpoint+"); unset: OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,\n"+
+			"else the engine's traces endpoint, else 127.0.0.1:4317")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the variables it would set and the command, on stdout, instead of running it")
 	if err := fs.Parse(argv); err != nil {
 		return o, err
@@ -258,6 +305,12 @@ func makePlan(o options, env []string, exe string, lookPath func(string) (string
 		return nil, err
 	}
 	planTraces(p, o.args)
+	if !o.exec && !o.noLogs && p.vars[envUnbuffered] == "" {
+		// Through a pipe, Python buffers print() output in 8 KiB blocks
+		// (logging flushes each record); unbuffered, the engine's output
+		// passes as soon as it is written, as on a terminal.
+		p.set(envUnbuffered, "1", "the engine's output goes through inferprof-run's pipe: unbuffered, so none is held back")
+	}
 
 	p.env = make([]string, 0, len(p.order))
 	for _, k := range p.order {

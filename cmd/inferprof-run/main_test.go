@@ -297,6 +297,8 @@ func TestRunPrintsEveryChange(t *testing.T) {
 		"CUDA_INJECTION64_PATH":              lib,
 		"INFERPROF_CUPTI_ENDPOINT":           cuptiSock,
 		"OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
+		// Supervised, the engine writes to a pipe (supervise.go).
+		envUnbuffered: "1",
 		// A random id per launch (identity.go).
 		// and the served model from the command line (model.go).
 		envResourceAttrs: attrInstanceID + "=" + resourceAttribute(got[envResourceAttrs], attrInstanceID) + "," + attrModelName + "=m",
@@ -311,11 +313,16 @@ func TestRunPrintsEveryChange(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	require.Len(t, lines, len(want)+1, stderr.String())
 	// The last line names the scrape target it wrote for the engine
-	// (scrape.go): exec kept the pid, so the file is named by the engine's.
-	target := filepath.Join(targets, strconv.Itoa(cmd.Process.Pid)+".json")
-	assert.Equal(t, "inferprof-run: wrote engine metrics: http://127.0.0.1:8000/metrics, "+
-		"scraped by the collector's prometheus/engines receiver from "+target, lines[len(lines)-1])
-	assert.FileExists(t, target)
+	// (scrape.go), named by the engine's pid; the launcher removed it when
+	// the engine ended.
+	last := lines[len(lines)-1]
+	prefix := "inferprof-run: wrote engine metrics: http://127.0.0.1:8000/metrics, " +
+		"scraped by the collector's prometheus/engines receiver from " + targets + "/"
+	require.True(t, strings.HasPrefix(last, prefix), last)
+	pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(last, prefix), ".json"))
+	require.NoError(t, err, last)
+	assert.NotEqual(t, cmd.Process.Pid, pid, "supervised: the engine is the launcher's child")
+	assert.NoFileExists(t, filepath.Join(targets, strconv.Itoa(pid)+".json"), "removed once the engine ended")
 	lines = lines[:len(lines)-1]
 	for _, line := range lines {
 		kv, ok := strings.CutPrefix(line, "inferprof-run: set ")

@@ -183,3 +183,17 @@ func (t *scrapeTarget) describe(pid string) string {
 	return fmt.Sprintf("engine metrics: http://%s/metrics, scraped by the collector's prometheus/engines receiver from %s",
 		t.address, filepath.Join(t.dir, pid+".json"))
 }
+
+// writeScrape writes the target for the engine process pid and says so;
+// it returns the file written, "" when it could not (and warns).
+func writeScrape(p *plan, pid int, quiet bool) string {
+	path, err := p.scrape.write(pid)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inferprof-run: warning: engine metrics target not written, so the collector will not scrape the engine:", err)
+		return ""
+	}
+	if !quiet {
+		fmt.Fprintln(os.Stderr, "inferprof-run: wrote", p.scrape.describe(strconv.Itoa(pid)))
+	}
+	return path
+}

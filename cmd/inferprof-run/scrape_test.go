@@ -118,15 +118,3 @@ func TestStaleTargetsAreRemoved(t *testing.T) {
 	assert.FileExists(t, tgt.file(os.Getpid()))
 }
 
-// TestMain keeps the launches of this package's tests from writing scrape
-// targets where a collector on this machine would read them.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "inferprof-run-targets")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv(envTargetsDir, dir) //nolint:usetesting // for every test and the launchers they start
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}

@@ -143,6 +143,20 @@ def wait_spans(path, want, limit=90):
     time.sleep(3)
 
 
+def engine_pid(targets, launcher):
+    """The pid of inferprof-run's child that serves /metrics: the one
+    target file in the folder, checked to be the launcher's child."""
+    files = [f for f in os.listdir(targets) if f.endswith(".json")]
+    if len(files) != 1:
+        raise SystemExit(f"run: {len(files)} scrape targets in {targets}, want 1")
+    pid = int(files[0][:-len(".json")])
+    with open(f"/proc/{pid}/stat") as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    if ppid != launcher:
+        raise SystemExit(f"run: target {files[0]} names pid {pid}, whose parent is {ppid}, not inferprof-run ({launcher})")
+    return pid
+
+
 def save(d, name, text):
     with open(os.path.join(d, name), "w") as f:
         f.write(text)
@@ -193,9 +207,11 @@ def run_mode(mode, args, work, model_dir):
                            f"http://127.0.0.1:{ports['grpc']}", eng_log, extra_env=extra)
         wait_http(f"http://127.0.0.1:{ports['vllm']}/health", eng, args.start_limit, "vLLM")
         print(f"run[{mode}]: vLLM ready in {time.time() - t0:.0f}s", file=sys.stderr)
-        # inferprof-run exec'd vLLM: its pid is the API server's, which
-        # serves /metrics. Two warm-up requests follow.
-        save(d, "engine.json", json.dumps({"pid": eng.pid, "host": socket.gethostname(), "warmup": 2}))
+        # inferprof-run supervises vLLM: the API server, which serves
+        # /metrics, is its child, and the target it wrote is named by that
+        # child's pid. Two warm-up requests follow.
+        save(d, "engine.json", json.dumps({"pid": engine_pid(col_env["INFERPROF_ENGINE_TARGETS_DIR"], eng.pid),
+                                           "host": socket.gethostname(), "warmup": 2}))
         metrics_url = f"http://127.0.0.1:{ports['vllm']}/metrics"
         drive = [os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
                  "--base-url", f"http://127.0.0.1:{ports['vllm']}/v1", "--model", MODEL]
