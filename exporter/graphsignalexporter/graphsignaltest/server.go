@@ -3,8 +3,8 @@
 
 // Package graphsignaltest is a fake Graphsignal ingest service for tests: a
 // real HTTP server on loopback that checks the headers, gunzips each
-// upload, decodes v1 uploads with a schema compiled from Graphsignal's field
-// numbers (schema.go) and v0 ones with the exporter's, and answers as told.
+// upload, decodes v1 uploads with graphsignal 1.1.2's own descriptor
+// (schema.go) and v0 ones with the exporter's, and answers as told.
 // With BodiesEnv naming a folder, it also saves every body it decoded there,
 // for real/decode.py to read with Graphsignal's own classes.
 package graphsignaltest // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"

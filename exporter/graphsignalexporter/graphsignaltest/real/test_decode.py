@@ -132,6 +132,13 @@ class DecodeTest(unittest.TestCase):
     def test_upload_ts_ms(self):
         self.refuses(lambda r: setattr(r, 'upload_ts', int(time.time() * 1000)), 'not epoch ns')
 
+    def test_go_schema_is_the_packages(self):
+        # graphsignaltest/schema.go decodes with this file: it must be the
+        # descriptor of the installed package's generated classes.
+        import pathlib
+        path = pathlib.Path(__file__).resolve().parent.parent / 'testdata' / 'signals-1.1.2.pb'
+        self.assertEqual(path.read_bytes(), pb.DESCRIPTOR.serialized_pb)
+
     def test_package_names(self):
         # The AST read must find the NVML names the recorder writes, with
         # their types, or the namespace check would pass anything.
