@@ -404,7 +404,7 @@ func TestLevelFromText(t *testing.T) {
 	for text, want := range map[string]signalsv1.LogEntry_LogLevel{
 		"WARNING": signalsv1.LogEntry_WARNING_LEVEL, "error": signalsv1.LogEntry_ERROR_LEVEL,
 		"Critical": signalsv1.LogEntry_CRITICAL_LEVEL, "debug": signalsv1.LogEntry_DEBUG_LEVEL,
-		"": signalsv1.LogEntry_UNSPECIFIED_LEVEL,
+		"trace": signalsv1.LogEntry_DEBUG_LEVEL, "": signalsv1.LogEntry_INFO_LEVEL,
 	} {
 		assert.Equal(t, want, encode.Level(plog.SeverityNumberUnspecified, text), text)
 	}

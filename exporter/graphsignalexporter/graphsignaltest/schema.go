@@ -4,6 +4,7 @@
 package graphsignaltest // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"
 
 import (
+	_ "embed" // Graphsignal's descriptor
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -19,89 +20,22 @@ import (
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
 )
 
-// The schema the fake decodes with is compiled here, at run time, from the
-// field numbers in ../shared/reference/graphsignal.md §1.3 (Graphsignal's
-// proto/signals.proto @ c8f4018), independently of the exporter's own
-// signalspb/v1: a field the exporter numbers differently shows up as a
-// field Graphsignal does not know, and the upload is refused.
-// Enums are read as int32 and proto3 optionals as plain fields; both are
-// the same on the wire.
-
-func field(name string, num int32, typ descriptorpb.FieldDescriptorProto_Type, repeated bool, msg string) *descriptorpb.FieldDescriptorProto {
-	label := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL
-	if repeated {
-		label = descriptorpb.FieldDescriptorProto_LABEL_REPEATED
-	}
-	f := &descriptorpb.FieldDescriptorProto{Name: proto.String(name), Number: proto.Int32(num), Type: typ.Enum(), Label: label.Enum()}
-	if msg != "" {
-		f.TypeName = proto.String(msg)
-	}
-	return f
-}
-
-func message(name string, fields ...*descriptorpb.FieldDescriptorProto) *descriptorpb.DescriptorProto {
-	return &descriptorpb.DescriptorProto{Name: proto.String(name), Field: fields}
-}
-
-const (
-	tString = descriptorpb.FieldDescriptorProto_TYPE_STRING
-	tInt64  = descriptorpb.FieldDescriptorProto_TYPE_INT64
-	tInt32  = descriptorpb.FieldDescriptorProto_TYPE_INT32
-	tUint64 = descriptorpb.FieldDescriptorProto_TYPE_UINT64
-	tDouble = descriptorpb.FieldDescriptorProto_TYPE_DOUBLE
-	tMsg    = descriptorpb.FieldDescriptorProto_TYPE_MESSAGE
-)
+// The schema the fake decodes with is Graphsignal's own: the serialized
+// FileDescriptorProto its generated graphsignal/proto/signals_pb2.py
+// carries, as installed from graphsignal 1.1.2 (testdata/signals-1.1.2.pb;
+// real/test_decode.py checks it is still byte-equal to the package's). It
+// is compiled at run time, independently of the exporter's own signalspb/v1:
+// a field the exporter numbers or types differently shows up as a field
+// Graphsignal does not know, and the upload is refused.
+//
+//go:embed testdata/signals-1.1.2.pb
+var graphsignalDescriptor []byte
 
 // referenceUploadRequest compiles Graphsignal's v1 UploadRequest.
 func referenceUploadRequest() (protoreflect.MessageDescriptor, error) {
-	const p = ".graphsignal.signals."
-	oneof := func(f *descriptorpb.FieldDescriptorProto) *descriptorpb.FieldDescriptorProto {
-		f.OneofIndex = proto.Int32(0)
-		return f
-	}
-	dataPoint := message("DataPoint",
-		oneof(field("gauge", 1, tDouble, false, "")),
-		oneof(field("total", 2, tDouble, false, "")),
-		oneof(field("histogram", 4, tMsg, false, p+"DataPoint.Histogram")),
-		oneof(field("profile", 5, tMsg, false, p+"DataPoint.Profile")),
-		field("measurement_ts", 10, tInt64, false, ""),
-	)
-	dataPoint.OneofDecl = []*descriptorpb.OneofDescriptorProto{{Name: proto.String("value")}}
-	dataPoint.NestedType = []*descriptorpb.DescriptorProto{
-		message("Histogram",
-			field("bins", 1, tDouble, true, ""), field("counts", 2, tInt64, true, ""),
-			field("count", 3, tInt64, false, ""), field("sum", 4, tDouble, false, ""),
-			field("min", 5, tDouble, false, ""), field("max", 6, tDouble, false, "")),
-		message("Profile",
-			field("frame_ids", 1, tUint64, true, ""), field("values", 2, tUint64, true, ""),
-			field("samples", 3, tUint64, true, "")),
-	}
-	fd := &descriptorpb.FileDescriptorProto{
-		Name:    proto.String("graphsignal_reference_v1.proto"),
-		Package: proto.String("graphsignal.signals"),
-		Syntax:  proto.String("proto3"),
-		MessageType: []*descriptorpb.DescriptorProto{
-			message("UploadRequest",
-				field("metrics", 1, tMsg, true, p+"Metric"), field("log_batches", 2, tMsg, true, p+"LogBatch"),
-				field("resources", 3, tMsg, true, p+"Resource"), field("upload_ts", 4, tInt64, false, "")),
-			message("Tag", field("key", 1, tString, false, ""), field("value", 2, tString, false, "")),
-			message("Metric",
-				field("metric_id", 1, tString, false, ""), field("name", 2, tString, false, ""),
-				field("tags", 3, tMsg, true, p+"Tag"), field("type", 4, tInt32, false, ""),
-				field("datapoints", 5, tMsg, true, p+"DataPoint"), field("frames", 6, tMsg, true, p+"ProfileFrame")),
-			dataPoint,
-			message("ProfileFrame", field("frame_id", 1, tUint64, false, ""), field("name", 2, tString, false, "")),
-			message("LogBatch", field("tags", 1, tMsg, true, p+"Tag"), field("log_entries", 2, tMsg, true, p+"LogEntry")),
-			message("LogEntry",
-				field("entry_ts", 1, tString, false, ""), field("level", 2, tInt32, false, ""),
-				field("message", 3, tString, false, ""), field("exception", 4, tString, false, ""),
-				field("log_ts", 5, tInt64, false, "")),
-			message("Resource",
-				field("resource_id", 1, tString, false, ""), field("kind", 2, tString, false, ""),
-				field("tags", 3, tMsg, true, p+"Tag"), field("attributes", 4, tMsg, true, p+"Attribute"),
-				field("first_seen_ts", 5, tInt64, false, ""), field("last_seen_ts", 6, tInt64, false, "")),
-			message("Attribute", field("name", 1, tString, false, ""), field("value", 2, tString, false, "")),
-		},
+	fd := &descriptorpb.FileDescriptorProto{}
+	if err := proto.Unmarshal(graphsignalDescriptor, fd); err != nil {
+		return nil, err
 	}
 	file, err := protodesc.NewFile(fd, new(protoregistry.Files))
 	if err != nil {

@@ -3,8 +3,10 @@
 
 // Package graphsignaltest is a fake Graphsignal ingest service for tests: a
 // real HTTP server on loopback that checks the headers, gunzips each
-// upload, decodes v1 uploads with a schema compiled from Graphsignal's field
-// numbers (schema.go) and v0 ones with the exporter's, and answers as told.
+// upload, decodes v1 uploads with graphsignal 1.1.2's own descriptor
+// (schema.go) and v0 ones with the exporter's, and answers as told.
+// With BodiesEnv naming a folder, it also saves every body it decoded there,
+// for real/decode.py to read with Graphsignal's own classes.
 package graphsignaltest // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"
 
 import (
@@ -15,6 +17,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -52,6 +57,35 @@ type Server struct {
 	notify    chan struct{}
 	hold      chan struct{}
 	cancelled int
+	saved     int
+}
+
+// BodiesEnv names the folder every decoded upload body is saved to, one
+// file per body (<test>-<n>.v1.pb or .v0.pb, gunzipped protobuf). Unset:
+// nothing is saved.
+const BodiesEnv = "INFERPROF_GRAPHSIGNAL_BODIES"
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// save writes body under BodiesEnv; a failure fails the test, since the
+// folder was asked for.
+func (s *Server) save(path string, body []byte) {
+	dir := os.Getenv(BodiesEnv)
+	if dir == "" {
+		return
+	}
+	kind := "v1"
+	if path == "/api/v1/signals/" {
+		kind = "v0"
+	}
+	s.mu.Lock()
+	s.saved++
+	n := s.saved
+	s.mu.Unlock()
+	name := fmt.Sprintf("%s-%d-%p-%d.%s.pb", unsafeName.ReplaceAllString(s.tb.Name(), "_"), os.Getpid(), s, n, kind)
+	if err := os.WriteFile(filepath.Join(dir, name), body, 0o600); err != nil {
+		s.tb.Errorf("save upload body: %v", err)
+	}
 }
 
 // NewServer starts a fake on a free loopback port; it stops with the test.
@@ -185,6 +219,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, "schema: "+err.Error())
 		return
 	}
+	s.save(u.Path, body)
 	s.mu.Lock()
 	resp, hold := s.responder, s.hold
 	s.mu.Unlock()

@@ -96,7 +96,7 @@ func logEntry(lr plog.LogRecord) *signalsv1.LogEntry {
 		privacy.DefaultScrubber().Map(scrubbed.Map())
 		body = scrubbed
 	}
-	msg, _ := cut(clean(body.AsString()), MaxAttr)
+	msg, _ := cut(clean(body.AsString()), maxMessage)
 	return &signalsv1.LogEntry{
 		Level:     Level(lr.SeverityNumber(), lr.SeverityText()),
 		Message:   msg,
@@ -125,8 +125,10 @@ func exception(attrs pcommon.Map) string {
 }
 
 // Level maps an OTLP severity to Graphsignal's log level: severity numbers
-// 1-4 TRACE, 5-8 DEBUG, 9-12 INFO, 13-16 WARNING, 17-20 ERROR, 21-24
-// CRITICAL; with no number, the severity text decides.
+// 1-8 DEBUG, 9-12 INFO, 13-16 WARNING, 17-20 ERROR, 21-24 CRITICAL; with no
+// number, the severity text decides, and INFO when it says nothing. These
+// are the five levels graphsignal 1.1.2's collector uploads (its
+// _LOG_LEVEL_MAP, INFO for any other); it never sends TRACE or UNSPECIFIED.
 func Level(n plog.SeverityNumber, text string) signalsv1.LogEntry_LogLevel {
 	switch {
 	case n >= 21:
@@ -137,10 +139,8 @@ func Level(n plog.SeverityNumber, text string) signalsv1.LogEntry_LogLevel {
 		return signalsv1.LogEntry_WARNING_LEVEL
 	case n >= 9:
 		return signalsv1.LogEntry_INFO_LEVEL
-	case n >= 5:
-		return signalsv1.LogEntry_DEBUG_LEVEL
 	case n >= 1:
-		return signalsv1.LogEntry_TRACE_LEVEL
+		return signalsv1.LogEntry_DEBUG_LEVEL
 	}
 	t := strings.ToLower(text)
 	switch {
@@ -152,10 +152,8 @@ func Level(n plog.SeverityNumber, text string) signalsv1.LogEntry_LogLevel {
 		return signalsv1.LogEntry_WARNING_LEVEL
 	case strings.HasPrefix(t, "info"):
 		return signalsv1.LogEntry_INFO_LEVEL
-	case strings.HasPrefix(t, "debug"):
+	case strings.HasPrefix(t, "debug"), strings.HasPrefix(t, "trace"):
 		return signalsv1.LogEntry_DEBUG_LEVEL
-	case strings.HasPrefix(t, "trace"):
-		return signalsv1.LogEntry_TRACE_LEVEL
 	}
-	return signalsv1.LogEntry_UNSPECIFIED_LEVEL
+	return signalsv1.LogEntry_INFO_LEVEL
 }

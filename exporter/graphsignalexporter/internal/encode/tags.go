@@ -21,7 +21,11 @@ const (
 	MaxTagKey   = 50
 	MaxTagValue = 250
 	MaxAttr     = 2500
-	maxExcept   = 10000
+	// graphsignal 1.1.2's LogStore (signals/logs.py) keeps no message over
+	// 1024 characters nor exception over 4096, so its collector never
+	// uploads one; ours are cut there.
+	maxMessage = 1024
+	maxExcept  = 4 * 1024
 )
 
 // EnvTagPrefix names environment variables that become tags, as in

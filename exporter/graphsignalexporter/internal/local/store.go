@@ -140,7 +140,7 @@ func (s *Store) Apply(req *signalsv1.UploadRequest) (dropped int) {
 			s.errors = append(s.errors, Error{
 				Level:     levelName(e.GetLevel()),
 				Message:   e.GetMessage(),
-				Exception: e.GetException(),
+				Exception: nonEmpty(e.GetException()),
 				Tags:      tagMap(lb.GetTags()),
 				LogNs:     e.GetLogTs(),
 			})
@@ -322,6 +322,11 @@ type HistogramStats struct {
 	RelativeError  *float64    `json:"relative_error"`
 	P50Bucket      [2]*float64 `json:"p50_bucket"`
 	P95Bucket      [2]*float64 `json:"p95_bucket"`
+	// Bins and Counts are the bins (upper bounds, ascending) and their
+	// counts since start_ns, as graphsignal 1.1.2 serves them so a reader
+	// can diff two snapshots; null without bins.
+	Bins   []float64 `json:"bins"`
+	Counts []int64   `json:"counts"`
 }
 
 // ProfileStats lists frames by value, largest first.
@@ -336,22 +341,24 @@ type Frame struct {
 	Samples uint64 `json:"samples"`
 }
 
-// Error is a recent log entry at warning level or above.
+// Error is a recent log entry at warning level or above. Exception is
+// null when the entry has none, as graphsignal 1.1.2's LogStore keeps it.
 type Error struct {
 	Level     string            `json:"level"`
 	Message   string            `json:"message"`
-	Exception string            `json:"exception"`
+	Exception *string           `json:"exception"`
 	Tags      map[string]string `json:"tags"`
 	LogNs     int64             `json:"log_ns"`
 }
 
-// Resource is a host, process or device seen recently.
+// Resource is a host, process or device seen recently. Its times are
+// whole epoch seconds, as graphsignal 1.1.2 serves them (ns // 1e9).
 type Resource struct {
 	Kind        string            `json:"kind"`
 	Tags        map[string]string `json:"tags"`
 	Attributes  map[string]string `json:"attributes"`
-	FirstSeenTs float64           `json:"first_seen_ts"`
-	LastSeenTs  float64           `json:"last_seen_ts"`
+	FirstSeenTs int64             `json:"first_seen_ts"`
+	LastSeenTs  int64             `json:"last_seen_ts"`
 }
 
 // Snapshot returns the current document.
@@ -384,7 +391,7 @@ func (s *Store) Snapshot() Signals {
 	for _, r := range s.resources {
 		out.Resources = append(out.Resources, Resource{
 			Kind: r.kind, Tags: r.tags, Attributes: r.attrs,
-			FirstSeenTs: float64(r.first) / 1e9, LastSeenTs: float64(r.last) / 1e9,
+			FirstSeenTs: r.first / 1e9, LastSeenTs: r.last / 1e9,
 		})
 	}
 	slices.SortFunc(out.Resources, func(a, b Resource) int {
@@ -457,6 +464,17 @@ func (h *histogram) stats() HistogramStats {
 		}
 	}
 	st.Min, st.Max = h.min, h.max
+	if len(h.bins) > 0 {
+		st.Bins = make([]float64, 0, len(h.bins))
+		for b := range h.bins {
+			st.Bins = append(st.Bins, b)
+		}
+		slices.Sort(st.Bins)
+		st.Counts = make([]int64, len(st.Bins))
+		for i, b := range st.Bins {
+			st.Counts[i] = h.bins[b]
+		}
+	}
 	st.P50, st.P50Bucket = h.quantile(0.50)
 	st.P90, _ = h.quantile(0.90)
 	st.P95, st.P95Bucket = h.quantile(0.95)
@@ -472,3 +490,10 @@ func (h *histogram) quantile(q float64) (*float64, [2]*float64) {
 }
 
 func ptr(v float64) *float64 { return &v }
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
