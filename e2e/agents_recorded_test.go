@@ -423,4 +423,3 @@ func matchRequest(reqs []enginePhases, call goldenSpan) (enginePhases, bool) {
 	}
 	return enginePhases{}, false
 }
-
