@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,25 @@ func checkAgentRecording(t *testing.T, rec agentRecording) {
 	}
 	assert.Len(t, rec.Clock.Model, chats, "every model call joined to its engine request")
 
+	// The connector's run metrics on the shipped Prometheus endpoint: one
+	// observation per run with figures (nested runs included), summing
+	// their durations.
+	var runCount int
+	var runSum float64
+	for _, sp := range spans {
+		if _, ok := sp.Attributes["inferprof.agent.time_in_model"]; ok {
+			runCount++
+			runSum += sp.duration()
+		}
+	}
+	var gotCount, gotSum float64
+	require.Eventually(t, func() bool {
+		gotCount, gotSum = promTotal(scrapeText(t, ports.Addr("prometheus")), "inferprof_agent_run_duration_seconds")
+		return gotCount >= float64(runCount)
+	}, 30*time.Second, 200*time.Millisecond, "inferprof_agent_run_duration_seconds on /metrics: %d runs with figures", runCount)
+	assert.InDelta(t, float64(runCount), gotCount, 0)
+	assert.InDelta(t, runSum, gotSum, 1e-3)
+
 	// The recording holds the prompts agent.py sent; the shipped config
 	// writes none of them.
 	for _, prompt := range []string{"weather in paris", "weather in tokyo"} {
@@ -212,6 +232,37 @@ func checkAgentRecording(t *testing.T, rec agentRecording) {
 			}
 		}
 	}
+}
+
+// promTotal sums a histogram's _count and _sum series over all labels.
+func promTotal(text, name string) (count, sum float64) {
+	for _, l := range strings.Split(text, "\n") {
+		// Label values hold spaces ("Agent workflow"): the name ends at
+		// the first brace or space, the value follows the last brace.
+		i := strings.IndexAny(l, "{ ")
+		if i <= 0 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		series, rest := l[:i], l[i:]
+		if j := strings.LastIndexByte(rest, '}'); j >= 0 {
+			rest = rest[j+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		switch series {
+		case name + "_count":
+			count += v
+		case name + "_sum":
+			sum += v
+		}
+	}
+	return count, sum
 }
 
 func batchStrings(bs [][]byte) []string {
