@@ -40,7 +40,7 @@ receivers:
     endpoint: %s
     step_store: %s
 processors:
-  inference:
+  step_figures:
     gpu:
       step_store: %s
 exporters:
@@ -53,7 +53,7 @@ service:
   pipelines:
     traces:
       receivers: [engine_step]
-      processors: [inference]
+      processors: [step_figures]
       exporters: [debug]
 `, filepath.Join(socketDir(t), "step.sock"), tc.receiverRef, tc.processorRef))
 			c := e2etest.Launch(t, e2etest.Options{Config: cfg})
