@@ -117,4 +117,3 @@ func TestStaleTargetsAreRemoved(t *testing.T) {
 	assert.FileExists(t, other)
 	assert.FileExists(t, tgt.file(os.Getpid()))
 }
-
