@@ -176,6 +176,44 @@ func TestEngineMetricsScrapedWithTheEngineIdentity(t *testing.T) {
 		}
 	}
 
+	// The dashboard: the engine's gauges over time, and, with no request
+	// span sent (tracing off), its TTFT chart from the engine's histogram,
+	// saying so.
+	var dash struct {
+		LatencySource map[string]string `json:"latency_source"`
+		Latency       map[string][]struct {
+			Count int64 `json:"count"`
+		} `json:"latency"`
+		Engines []struct {
+			Instance     string       `json:"instance"`
+			KVCacheUsage [][2]float64 `json:"kv_cache_usage"`
+		} `json:"engines"`
+	}
+	var body string
+	require.Eventually(t, func() bool {
+		body = getText("http://" + ports.Addr("ui") + "/dashboard.json")
+		dash.Engines = nil
+		if json.Unmarshal([]byte(body), &dash) != nil || len(dash.Engines) != 1 {
+			return false
+		}
+		kv := dash.Engines[0].KVCacheUsage
+		return len(kv) > 0 && kv[len(kv)-1][1] == 0.75
+	}, 30*time.Second, 100*time.Millisecond, "the dashboard never showed the engine's KV-cache usage: %s", body)
+	assert.Equal(t, id, dash.Engines[0].Instance)
+	assert.Equal(t, "engine_metrics", dash.LatencySource["ttft"])
+	eng.ttft.Observe(0.05)
+	require.Eventually(t, func() bool {
+		body = getText("http://" + ports.Addr("ui") + "/dashboard.json")
+		if json.Unmarshal([]byte(body), &dash) != nil {
+			return false
+		}
+		n := int64(0)
+		for _, p := range dash.Latency["ttft"] {
+			n += p.Count
+		}
+		return n >= 1
+	}, 30*time.Second, 100*time.Millisecond, "the TTFT chart never showed the engine's observation: %s", body)
+
 	// Uploads: the names Graphsignal's prometheus recorder uses.
 	require.Eventually(t, func() bool {
 		up := uploadedNames(srv)

@@ -127,6 +127,26 @@ func TestLauncherEngineErrors(t *testing.T) {
 	assert.True(t, byException["ValueError"], "the traceback's exception type: %s", body)
 	assert.True(t, byException["RuntimeError"], "the OOM's exception type: %s", body)
 
+	// The dashboard lists them, newest first, by kind.
+	var dash struct {
+		Errors []struct {
+			Kind    string `json:"kind"`
+			Service string `json:"service"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	require.Eventually(t, func() bool {
+		body = get("http://" + ports.Addr("ui") + "/dashboard.json")
+		return json.Unmarshal([]byte(body), &dash) == nil && len(dash.Errors) >= 3
+	}, 60*time.Second, 100*time.Millisecond, "the dashboard's errors: %s", body)
+	assert.NotContains(t, body, prompt)
+	kinds := map[string]bool{}
+	for _, e := range dash.Errors {
+		kinds[e.Kind] = true
+		assert.Equal(t, "vllm-crash", e.Service)
+	}
+	assert.True(t, kinds["traceback"] && kinds["cuda_oom"], "the dashboard's kinds: %v", kinds)
+
 	// The shipped debug exporter (basic verbosity) logs a count per batch.
 	require.Eventually(t, func() bool { return strings.Contains(c.Output(), `"log records": 3`) },
 		30*time.Second, 100*time.Millisecond, "the three records never reached the debug exporter")

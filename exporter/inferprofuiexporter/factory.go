@@ -27,6 +27,7 @@ func NewFactory() exporter.Factory {
 		createDefaultConfig,
 		exporter.WithTraces(createTraces, metadata.TracesStability),
 		exporter.WithMetrics(createMetrics, metadata.MetricsStability),
+		exporter.WithLogs(createLogs, metadata.LogsStability),
 	)
 }
 
@@ -59,5 +60,16 @@ func createMetrics(ctx context.Context, set exporter.Settings, cfg component.Con
 		return nil, err
 	}
 	return exporterhelper.NewMetrics(ctx, set, cfg, s.Unwrap().consumeMetrics, readOnly,
+		exporterhelper.WithStart(s.Start), exporterhelper.WithShutdown(s.Shutdown))
+}
+
+// createLogs takes error records (the engine's, from inferprof-run, and
+// NVML's device events) for the dashboard's list of the last errors.
+func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	s, err := acquire(set, cfg.(*Config))
+	if err != nil {
+		return nil, err
+	}
+	return exporterhelper.NewLogs(ctx, set, cfg, s.Unwrap().consumeLogs, readOnly,
 		exporterhelper.WithStart(s.Start), exporterhelper.WithShutdown(s.Shutdown))
 }

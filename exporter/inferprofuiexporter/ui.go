@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -159,6 +160,14 @@ func (u *ui) mux() *http.ServeMux {
 
 func (u *ui) consumeTraces(ctx context.Context, td ptrace.Traces) error {
 	u.applyTimeline(ctx, timeline.Collect(td, u.steps))
+	return nil
+}
+
+// consumeLogs keeps the batch's error records for the dashboard.
+func (u *ui) consumeLogs(_ context.Context, ld plog.Logs) error {
+	if u.history != nil {
+		u.history.AddErrors(dashboard.CollectLogs(ld))
+	}
 	return nil
 }
 

@@ -229,10 +229,17 @@ func Launch(tb testing.TB, opts Options) *Collector {
 	cmd.Stdout = pw
 	cmd.Stderr = pw
 	require.NoError(tb, cmd.Start())
-	go c.scan(pr)
+	scanned := make(chan struct{})
+	go func() {
+		c.scan(pr)
+		close(scanned)
+	}()
 	go func() {
 		c.err = cmd.Wait()
 		_ = pw.Close()
+		// Exited means all its output is in Output(): a test that reads
+		// the error a failed start printed must not race the scanner.
+		<-scanned
 		close(c.exited)
 	}()
 	tb.Cleanup(func() {

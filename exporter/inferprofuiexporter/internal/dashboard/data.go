@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/timeline"
-	"github.com/inferprof/inferprof/internal/bucketquantile"
 )
 
 // Targets are the goodput targets the dashboard draws, in seconds; 0 means
@@ -37,6 +36,14 @@ type Doc struct {
 	GPUs     []GPU                     `json:"gpus"`
 	Slowest  []SlowRequest             `json:"slowest"`
 	Timeline TimelineInfo              `json:"timeline"`
+	// LatencySource says where each latency chart's points come from:
+	// request spans, or the engine's own histogram when no request span
+	// arrived (tracing off). EngineLatency is the engine's own always, a
+	// cross-check of the spans' figures.
+	LatencySource map[string]string         `json:"latency_source"`
+	EngineLatency map[string][]LatencyPoint `json:"engine_latency"`
+	Engines       []EngineSeries            `json:"engines"`
+	Errors        []ErrorRow                `json:"errors"`
 }
 
 // LatencyPoint is one flush's percentiles, read as /signals reads them:
@@ -160,17 +167,10 @@ func (h *History) Build(version string, start, now time.Time, tl *timeline.Store
 		GPUs: []GPU{}, Slowest: []SlowRequest{},
 	}
 	for key, r := range h.latency {
-		pts := make([]LatencyPoint, 0, len(r.pts))
-		for _, p := range r.pts {
-			lp := LatencyPoint{T: p.t, Count: p.v.count, Method: bucketquantile.Method}
-			lp.P50, _ = bucketquantile.Quantile(p.v.bins, p.v.min, p.v.max, 0.50)
-			lp.P90, _ = bucketquantile.Quantile(p.v.bins, p.v.min, p.v.max, 0.90)
-			lp.P99, _ = bucketquantile.Quantile(p.v.bins, p.v.min, p.v.max, 0.99)
-			p.v.expQuantiles(&lp)
-			pts = append(pts, lp)
-		}
-		d.Latency[key] = pts
+		d.Latency[key] = latencyPoints(r)
 	}
+	h.buildEngines(&d)
+	d.Errors = append([]ErrorRow{}, h.errors...)
 	byT := map[int64]*PhasePoint{}
 	for key, r := range h.phases {
 		for _, p := range r.pts {

@@ -149,12 +149,21 @@ type History struct {
 	// (inferprof.server.goodput.target); hasTargets once it did.
 	targets    Targets
 	hasTargets bool
+	// The engines' own gauges and latency histograms (engine.go), and the
+	// last error records (errors.go).
+	engines       map[engineKey]*engineSeries
+	engineLatency map[string]*ring[*hist]
+	errors        []ErrorRow
 }
 
 // NewHistory returns an empty history.
 func NewHistory() *History {
 	h := &History{latency: map[string]*ring[*hist]{}, phases: map[string]*ring[*hist]{},
-		kernels: map[kernelKey]*kernelTotals{}, gpus: map[string]*gpu{}}
+		kernels: map[kernelKey]*kernelTotals{}, gpus: map[string]*gpu{},
+		engines: map[engineKey]*engineSeries{}, engineLatency: map[string]*ring[*hist]{}}
+	for _, k := range engineLatencyMetrics {
+		h.engineLatency[k] = &ring[*hist]{}
+	}
 	for _, k := range latencyMetrics {
 		h.latency[k] = &ring[*hist]{}
 	}
@@ -198,6 +207,7 @@ func (h *History) Merge(b *History) {
 	for key, r := range b.phases {
 		mergeHists(h.phases[key], r)
 	}
+	h.mergeEngines(b)
 	for _, p := range b.reqs.pts {
 		c := h.reqs.at(p.t, func() counts { return counts{} })
 		c.requests += p.v.requests
@@ -255,7 +265,7 @@ func mergeHists(dst, src *ring[*hist]) {
 
 func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 	name := m.Name()
-	if h.addExponential(m) {
+	if h.addExponential(m) || h.addEngineMetric(ra, m) {
 		return
 	}
 	if key, ok := latencyMetrics[name]; ok && m.Type() == pmetric.MetricTypeHistogram {

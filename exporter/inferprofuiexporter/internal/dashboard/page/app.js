@@ -190,6 +190,67 @@ function latencyCharts(d) {
       { name: "p90", color: "var(--p90)", points: pts.map((p) => [p.t, p.p90, p.count]) },
       { name: "p99", color: "var(--p99)", points: pts.map((p) => [p.t, p.p99, p.count]) },
     ], { fmt: fmtDur, target: targets[key] || 0, empty: key === "itl" ? "no engine steps yet (inter-token latency needs the step hook)" : "no requests yet" });
+    // Without request spans (tracing off) the chart is the engine's own
+    // histogram: say so.
+    const src = (d.latency_source || {})[key];
+    document.getElementById("src-" + key).textContent = src === "engine_metrics" ? "· from the engine's /metrics (no request spans)" : "";
+  }
+}
+
+// engines draws each engine instance's own gauges, as the GPU cards do.
+function engines(d) {
+  const host = $("#engines");
+  host.replaceChildren();
+  const list = d.engines || [];
+  if (!list.length) {
+    host.appendChild(el("div", { class: "empty" }, "no engine metrics (start the engine with inferprof-run: docs/engine-metrics.md)"));
+    return;
+  }
+  for (const e of list) {
+    const kv = last(e.kv_cache_usage), run = last(e.running), wait = last(e.waiting);
+    const card = el("div", { class: "gpu engine", "data-instance": e.instance,
+      "data-kv": kv ? String(kv[1]) : "", "data-running": run ? String(run[1]) : "", "data-waiting": wait ? String(wait[1]) : "" });
+    card.appendChild(el("div", { class: "title" }, `${e.service || "engine"}${e.instance ? " · " + e.instance : ""}`));
+    const metrics = el("div", { class: "metrics" });
+    const draws = [];
+    const add = (label, value, series, fmt, max) => {
+      const box = el("div", { class: "metric" });
+      box.append(el("div", { class: "muted" }, label), el("div", { class: "big" }, value));
+      const c = el("div", { class: "chart" });
+      box.appendChild(c);
+      metrics.appendChild(box);
+      draws.push(() => lineChart(c, series, { fmt, max, empty: "–" }));
+    };
+    add("KV-cache usage", kv ? (kv[1] * 100).toFixed(1) + " %" : "–",
+      [{ name: "KV cache", color: "#9b59d0", points: e.kv_cache_usage.map(([t, v]) => [t, v * 100]) }], (v) => v.toFixed(0) + "%", 100);
+    add("running · waiting", run ? `${fmtNum(run[1])} · ${wait ? fmtNum(wait[1]) : "–"}` : "–", [
+      { name: "running", color: "#2fa36b", points: e.running },
+      { name: "waiting", color: "#f0a13c", points: e.waiting },
+    ], (v) => v.toFixed(0));
+    const pre = (e.preemptions || []).reduce((a, p) => a + p[1], 0);
+    add("preemptions", fmtNum(pre), [{ name: "preemptions", color: "#e0524b", points: e.preemptions }], (v) => v.toFixed(0));
+    card.appendChild(metrics);
+    host.appendChild(card);
+    draws.forEach((f) => f());
+  }
+}
+
+// errorsTable lists the last error records.
+function errorsTable(d) {
+  const body = $("#errors tbody");
+  body.replaceChildren();
+  const rows = d.errors || [];
+  if (!rows.length) {
+    const tr = el("tr");
+    tr.appendChild(el("td", { colspan: "4", class: "empty" }, "no errors"));
+    body.appendChild(tr);
+    return;
+  }
+  for (const r of rows) {
+    const tr = el("tr", { "data-kind": r.kind || r.severity });
+    tr.append(el("td", {}, fmtTime(r.t)), el("td", {}, r.service || ""), el("td", {}, r.kind || r.severity),
+      el("td", { class: "message" }, r.message));
+    body.appendChild(tr);
   }
 }
 
@@ -522,6 +583,8 @@ async function refresh() {
     phasesChart(d);
     goodputChart(d);
     kernels(d);
+    engines(d);
+    errorsTable(d);
     gpus(d);
     slowestTable(d);
     failures = 0;
