@@ -60,10 +60,12 @@ def versions(venv, names):
 
 
 def read_lines(path):
+    """The complete lines of a JSONL file the collector is still writing:
+    its file exporter writes a batch in pieces, so the last line may be cut."""
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
 
 
 def spans_of(batch):
