@@ -33,10 +33,13 @@ LAG_BOUND = {1: 0.25, 8: 0.25, 32: 0.75}
 EPS = 1e-6
 # Histogram sums: the issue's 1%.
 SUM_REL = 0.01
-# ITL p50/p99 against the client's chunk gaps: the engine's step-to-step
-# gaps and the client's chunk-to-chunk gaps differ by the API server's
-# scheduling jitter per chunk.
-ITL_BOUND = {"p50": 0.030, "p99": 0.150}
+# ITL p50 against the client's chunk gaps: the engine's step-to-step gaps
+# and the client's chunk-to-chunk gaps differ by the API server's scheduling
+# jitter per chunk. Not p99: there the client measures the API server's
+# stalls, not the engine. In the CI run of 52391c6 the client's p99 was
+# 0.201 s while vLLM's own inter-token histogram held no gap above 0.1 s
+# and ours was 0.035 s; p99 is held against vLLM's histogram instead.
+ITL_P50_BOUND = 0.030
 # Queue + prefill + decode against e2e: the span's e2e also holds the time
 # from arrival to the engine core's queue (input processing, IPC) and from
 # the last token to the output processor's iteration stamp; both grow with
@@ -197,12 +200,23 @@ def analyze_mode(mode, d, out):
     # vLLM 0.32 writes no request span for a request the client aborted
     # (do_tracing runs for finished requests only) and counts none under
     # vllm:request_success_total{finished_reason="abort"}; its steps are
-    # what shows the abort: the engine stopped the request early.
+    # what shows the abort: the engine stopped the request early. One whose
+    # close reached the engine after its last token (the API server stalled
+    # 1.7 s with every chunk in hand in the CI run of 52391c6) is a
+    # finished request: its steps hold max_tokens and it has a complete
+    # span. Every abort is one or the other, and at least one is stopped.
     per = _step_entries(steps)
-    stopped = [r for r in aborted
-               if 0 < sum(per.get(r["id"]) or per.get(f"{r['id']}-0") or [0]) < r["max_tokens"]]
-    figure(out, p + "aborted streams the engine stopped before max_tokens (their steps' output tokens)",
-           len(stopped), len(aborted), bool(aborted) and len(stopped) == len(aborted),
+
+    def step_tokens(r):
+        return sum(per.get(r["id"]) or per.get(f"{r['id']}-0") or [0])
+    stopped = [r for r in aborted if 0 < step_tokens(r) < r["max_tokens"]]
+    done = [r for r in aborted if step_tokens(r) == r["max_tokens"] and any(
+        s["attrs"].get("error.type") != "abort" and s["attrs"].get("gen_ai.usage.output_tokens") == r["max_tokens"]
+        for s in _spans_of(by_id, r))]
+    figure(out, p + "aborted streams the engine stopped before max_tokens, or finished before the close",
+           len(stopped) + len(done), len(aborted),
+           bool(stopped) and len(stopped) + len(done) == len(aborted),
+           stopped=len(stopped), finished_before_close=len(done),
            with_a_span=len(ab_spans), error_type_abort=len(as_abort))
     dup_ab = [r["id"] for r in aborted if len(_spans_of(by_id, r)) > 1]
     figure(out, p + "aborted streams with more than one span", len(dup_ab), 0, not dup_ab)
@@ -213,7 +227,7 @@ def analyze_mode(mode, d, out):
         return
     _latency(out, p, finished, by_id)
     _histograms(out, p, d, finished, aborted, by_id)
-    _itl(out, p, finished, by_id)
+    _itl(out, p, d, finished, by_id)
     try:
         abort_start = json.load(open(f"{d}/phases.json")).get("abort_start")
     except OSError:
@@ -284,13 +298,36 @@ def _gaps(r):
     return [b - a for a, b in zip(c, c[1:])]
 
 
-def _itl(out, p, finished, by_id):
-    bad_count, ours, theirs = [], [], []
+def _hist_delta(before, after, name):
+    """A Prometheus histogram's (le, cumulative count) between two scrapes."""
+    out = {}
+    for (n, lab), v in after.items():
+        m = re.search(r'le="([^"]+)"', lab)
+        if n == name + "_bucket" and m:
+            le = float(m.group(1))
+            out[le] = out.get(le, 0.0) + v - before.get((n, lab), 0.0)
+    return sorted(out.items())
+
+
+def _bucket_of(hist, q):
+    """The (lower, upper) bounds of the bucket that holds quantile q."""
+    total = hist[-1][1] if hist else 0
+    lo = 0.0
+    for le, c in hist:
+        if total and c >= q * total:
+            return lo, le
+        lo = le
+    return lo, float("inf")
+
+
+def _itl(out, p, d, finished, by_id):
+    bad_count, ours, theirs, every = [], [], [], []
     for r in finished:
         s = _first(by_id, r)
         if s is None:
             continue
         gaps = s["attrs"].get("inferprof.latency.itl.gaps") or []
+        every.extend(gaps)
         want = (r["usage"] or {}).get("completion_tokens", 0) - 1
         if len(gaps) != max(want, 0):
             bad_count.append({"id": r["id"], "gaps": len(gaps), "want": want})
@@ -299,13 +336,35 @@ def _itl(out, p, finished, by_id):
             theirs.append(_gaps(r))
     figure(out, p + "requests whose ITL gap count ≠ completion tokens − 1", len(bad_count), 0,
            not bad_count, examples=bad_count[:5])
-    for q in ("p50", "p99"):
-        qq = 0.5 if q == "p50" else 0.99
-        a = quantile([g for x in ours for g in x], qq)
-        b = quantile([g for x in theirs for g in x], qq)
-        diff = abs(a - b)
-        figure(out, f"{p}ITL {q}, |ours − client's chunk gaps| (s)", diff, ITL_BOUND[q],
-               bool(ours) and diff <= ITL_BOUND[q], ours_s=round(a, 6), client_s=round(b, 6))
+    a = quantile([g for x in ours for g in x], 0.5)
+    b = quantile([g for x in theirs for g in x], 0.5)
+    diff = abs(a - b)
+    figure(out, f"{p}ITL p50, |ours − client's chunk gaps| (s)", diff, ITL_P50_BOUND,
+           bool(ours) and diff <= ITL_P50_BOUND, ours_s=round(a, 6), client_s=round(b, 6))
+    # vLLM's own inter-token histogram over the same window (the warm-up
+    # before it, the aborts after it): one observation per decode step of
+    # a request, stamped by the engine core, so the same gaps as ours.
+    before = prom(open(f"{d}/vllm-metrics-before.txt").read())
+    after = prom(open(f"{d}/vllm-metrics-mid.txt").read())
+    name = "vllm:inter_token_latency_seconds"
+    vc = prom_sum(after, name + "_count") - prom_sum(before, name + "_count")
+    vs = prom_sum(after, name + "_sum") - prom_sum(before, name + "_sum")
+    figure(out, f"{p}ITL gaps, ours vs vllm /metrics inter-token count", len(every), vc,
+           bool(every) and len(every) == vc)
+    rel = abs(sum(every) - vs) / vs if vs else float("inf")
+    figure(out, f"{p}ITL gaps' sum, ours vs vllm /metrics (relative difference)", rel, SUM_REL,
+           rel <= SUM_REL, ours_s=round(sum(every), 6), vllm_s=round(vs, 6))
+    # Our p99 must fall in the histogram bucket that holds vLLM's p99, or
+    # one either side (ours and vLLM's stamps differ by a few microseconds
+    # and a gap near a bucket edge may land on either side of it).
+    hist = _hist_delta(before, after, name)
+    edges = [0.0] + [le for le, _ in hist]
+    lo, hi = _bucket_of(hist, 0.99)
+    i = edges.index(lo)
+    lo, hi = edges[max(0, i - 1)], edges[min(len(edges) - 1, i + 2)]
+    q99 = quantile(every, 0.99)
+    figure(out, f"{p}ITL p99, ours within vllm /metrics' p99 bucket ± one (s)", q99, f"[{lo}, {hi}]",
+           bool(every) and lo <= q99 <= hi, client_p99_s=round(quantile([g for x in theirs for g in x], 0.99), 6))
 
 
 def _step_entries(steps):

@@ -35,6 +35,7 @@ PRIVACY_MARK = "zqxsecret"
 PREFIXES = 3
 MAX_TOKENS = [4, 9, 16, 33]
 ABORT_AFTER_CHUNKS = 3   # an aborted stream is closed after this many content chunks
+ABORT_MAX_TOKENS = 1300
 
 
 class Clock:
@@ -71,9 +72,11 @@ def plan(levels, counts, seed, bench=False, abort=False):
                 "api": "chat" if n % 2 else "completion",
                 "prompt": prompt,
                 # An aborted stream asks for many tokens, so the engine is still
-                # generating when the client closes (the tiny model makes 33
-                # tokens before three chunks reach the client).
-                "max_tokens": 32 if bench else 400 if abort else rng.choice(MAX_TOKENS),
+                # generating when the client closes. 400 was not enough: in
+                # one CI run the API server stalled 1.7 s with the first
+                # chunks in hand while the engine made all 400. The longest
+                # prompt (~630 tokens) plus this stays under --max-model-len.
+                "max_tokens": 32 if bench else ABORT_MAX_TOKENS if abort else rng.choice(MAX_TOKENS),
                 "abort": abort,
             })
     return reqs

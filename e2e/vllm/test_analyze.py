@@ -35,8 +35,9 @@ def batch(spans, resource=None):
          "attributes": [attr(k, v) for k, v in s["attrs"].items()]} for s in spans]}]}]}
 
 
-def hist(name, count, total):
-    return f'{name}_count{{model_name="tiny-llama"}} {count}\n{name}_sum{{model_name="tiny-llama"}} {total}\n'
+def hist(name, count, total, buckets=()):
+    les = "".join(f'{name}_bucket{{le="{le}",model_name="tiny-llama"}} {c}\n' for le, c in buckets)
+    return les + f'{name}_count{{model_name="tiny-llama"}} {count}\n{name}_sum{{model_name="tiny-llama"}} {total}\n'
 
 
 class Run:
@@ -86,7 +87,9 @@ class Run:
             "inferprof.step.request_tokens": [1]}})
         self.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 1, "waiting": 0}}] * 3
         self.vllm_after = hist("vllm:time_to_first_token_seconds", 2, 0.09) + \
-            hist("vllm:e2e_request_latency_seconds", 2, 0.16)
+            hist("vllm:e2e_request_latency_seconds", 2, 0.16) + \
+            hist("vllm:inter_token_latency_seconds", 6, 0.06,
+                 ((0.01, 6), (0.025, 6), (0.05, 6), (0.1, 6), ("+Inf", 6)))
         self.ours = hist("gen_ai_server_time_to_first_token_seconds", 2, 0.09).replace("model_name", "gen_ai_request_model") + \
             hist("gen_ai_server_request_duration_seconds", 2, 0.16).replace("model_name", "gen_ai_request_model")
         # vLLM's own series as the collector re-exports them, with the
@@ -230,8 +233,33 @@ class AnalyzeTest(unittest.TestCase):
 
     def test_abort_the_engine_did_not_stop_fails(self):
         self.run.steps[-1]["attrs"]["inferprof.step.request_tokens"] = [400]
-        self.assertIn("default: aborted streams the engine stopped before max_tokens (their steps' output tokens)",
+        self.assertIn("default: aborted streams the engine stopped before max_tokens, or finished before the close",
                       self.failing(self.run.figures()))
+
+    def test_abort_finished_before_the_close_passes_beside_a_stopped_one(self):
+        # A second abort whose close reached the engine after its last token:
+        # its steps hold max_tokens and its span is a complete request.
+        self.run.client.append({"n": 1002, "level": 8, "api": "chat", "max_tokens": 2, "abort": True,
+                                "mark": "zqxsecret1002", "send": 1100.0, "end": 1100.2, "id": "chatcmpl-d",
+                                "chunks": [1100.05, 1100.06], "text": "x", "usage": None})
+        self.run.spans.append({"name": "llm_request", "id": "s3", "attrs": {
+            "gen_ai.request.id": "chatcmpl-d", "gen_ai.usage.output_tokens": 2}})
+        self.run.steps.append({"name": "engine.step", "start": int(1100.03e9), "end": int(1100.04e9), "attrs": {
+            "inferprof.step.scheduled_tokens": 1, "inferprof.step.request_ids": ["chatcmpl-d"],
+            "inferprof.step.request_tokens": [2]}})
+        figs = self.run.figures()
+        f = figs["default: aborted streams the engine stopped before max_tokens, or finished before the close"]
+        self.assertTrue(f["pass"], f)
+        self.assertEqual((f["stopped"], f["finished_before_close"]), (1, 1))
+
+    def test_itl_beside_vllms_histogram(self):
+        self.assertEqual(self.failing(self.run.figures()), [])
+        # A gap of 0.3 s the engine's histogram never saw: count and p99 fail.
+        self.run.spans[0]["attrs"]["inferprof.latency.itl.gaps"] = [0.010, 0.010, 0.010, 0.3]
+        failing = self.failing(self.run.figures())
+        self.assertIn("default: ITL gaps, ours vs vllm /metrics inter-token count", failing)
+        self.assertIn("default: ITL p99, ours within vllm /metrics' p99 bucket ± one (s)", failing)
+        self.assertIn("default: ITL gaps' sum, ours vs vllm /metrics (relative difference)", failing)
 
     def test_sched_mismatch_fails(self):
         self.run.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 2, "waiting": 0}}] * 3
