@@ -12,7 +12,7 @@
 #  - test-e2e-vllm-analyze (in make test): the figures' arithmetic on
 #    recorded inputs, standard library only, no venv.
 E2E_VLLM_RESULTS ?= $(ROOT)/e2e/vllm/results.json
-E2E_VLLM_MODES   ?= default,optin
+E2E_VLLM_MODES   ?= default,optin,notrace
 BENCH_ENGINE_RUNS ?= 4
 
 .PHONY: e2e-vllm e2e-vllm-venv bench-engine test-e2e-vllm-analyze e2e-vllm-errors

@@ -166,6 +166,9 @@ def analyze_mode(mode, d, out):
     finished = [r for r in client if not r["abort"] and "error" not in r]
     aborted = [r for r in client if r["abort"]]
     p = f"{mode}: "
+    if mode == "notrace":
+        _notrace(out, p, client, reqs, steps)
+        return
 
     # Every request appears once, with its usage.
     missing = [r["id"] for r in finished if len(_spans_of(by_id, r)) != 1]
@@ -498,7 +501,7 @@ def _optin(out, p, reqs, finished, by_id, raw):
            engine_spans_naming_a_model=sum(1 for s in raw if "gen_ai.request.model" in s["attrs"]))
 
 
-def _engine_metrics(out, p, d, client, reqs):
+def _engine_metrics(out, p, d, client, ids):
     """vLLM's own /metrics as the collector scraped and re-exported them
     (prometheus/engines, from the target inferprof-run wrote), held against
     the requests sent, vLLM's /metrics and the engine's spans."""
@@ -511,7 +514,6 @@ def _engine_metrics(out, p, d, client, reqs):
     oc, vc = prom_sum(ours, name), prom_sum(vmid, name)
     figure(out, p + "scraped vllm:time_to_first_token_seconds count vs requests sent", oc, sent,
            oc == sent and vc == sent, vllm_metrics=vc)
-    ids = {s["resource"].get("service.instance.id") for s in reqs} - {None}
     want = [f'host_name="{eng["host"]}"', f'process_pid="{eng["pid"]}"'] + \
         [f'service_instance_id="{i}"' for i in ids]
     series = [lab for (n, lab) in ours if n.startswith("vllm:")]
@@ -557,7 +559,60 @@ def privacy(d, out, mode):
 def engine_metrics(mode, d, out):
     client = read_jsonl(f"{d}/client.jsonl")
     reqs = request_spans(read_traces(f"{d}/inferprof-traces.jsonl"))
-    _engine_metrics(out, f"{mode}: ", d, client, reqs)
+    steps = [s for s in read_traces(f"{d}/steps.jsonl") if s["name"] == "engine.step"]
+    # The engine's identity: its request spans', or with tracing off its
+    # steps' (the hook's resource is the one inferprof-run gave the engine).
+    ids = {s["resource"].get("service.instance.id") for s in (reqs if mode != "notrace" else steps)} - {None}
+    _engine_metrics(out, f"{mode}: ", d, client, ids)
+    _dashboard(out, f"{mode}: ", d, ids, steps, traced=mode != "notrace")
+
+
+def _notrace(out, p, client, reqs, steps):
+    """vLLM without --otlp-traces-endpoint: no request span, the steps and
+    the engine's own metrics only."""
+    errors = [r for r in client if "error" in r]
+    figure(out, p + "client requests that failed", len(errors), 0, not errors and bool(client))
+    figure(out, p + "request spans with tracing off", len(reqs), 0, not reqs)
+    figure(out, p + "engine steps recorded", len(steps), "> 0", bool(steps))
+
+
+# The dashboard's latency charts read from the engine's histograms.
+DASH_LATENCY = (("ttft", "vllm:time_to_first_token_seconds"), ("e2e", "vllm:e2e_request_latency_seconds"),
+                ("itl", "vllm:inter_token_latency_seconds"))
+
+
+def _dashboard(out, p, d, ids, steps, traced):
+    """The dashboard (/dashboard.json at the end of the run) against vLLM's
+    /metrics at the same moment and the engine's steps: its engine series,
+    the engine's latency histograms, and which source its latency charts
+    show (the request spans with tracing on, the engine's without)."""
+    dash = json.loads(open(f"{d}/dashboard.txt").read() or "{}")
+    vend = prom(open(f"{d}/vllm-metrics-after.txt").read())
+    mine = [e for e in dash.get("engines") or [] if e.get("instance") in ids]
+    full = [e for e in mine if e.get("kv_cache_usage") and e.get("running") and e.get("waiting")]
+    figure(out, p + "dashboard engine series of the engine's instance with KV-cache, running and waiting points",
+           len(full), 1, len(full) == 1 and len(ids) == 1, engines=len(dash.get("engines") or []))
+    top = max((v for e in mine for _, v in e.get("running") or []), default=0)
+    steps_top = max((s["attrs"].get("inferprof.step.running_requests", 0) for s in steps), default=0)
+    figure(out, p + "dashboard running requests, max (≤ the steps' max)", top, f"(0, {steps_top}]",
+           0 < top <= steps_top)
+    kv = max((v for e in mine for _, v in e.get("kv_cache_usage") or []), default=0)
+    figure(out, p + "dashboard KV-cache usage under load, max", kv, "> 0", kv > 0)
+    for key, name in DASH_LATENCY:
+        n = sum(x.get("count") or 0 for x in (dash.get("engine_latency") or {}).get(key) or [])
+        want = prom_sum(vend, name + "_count")
+        figure(out, f"{p}dashboard engine {key} count vs vllm /metrics at the end", n, want, n == want and n > 0)
+    src = dash.get("latency_source") or {}
+    want = "request_spans" if traced else "engine_metrics"
+    wrong = [k for k, _ in DASH_LATENCY if src.get(k) != want]
+    figure(out, f"{p}dashboard latency charts not from {want}", len(wrong), 0, not wrong, sources=src)
+    if not traced:
+        # The charts themselves are the engine's: the same counts.
+        for key, name in DASH_LATENCY:
+            n = sum(x.get("count") or 0 for x in (dash.get("latency") or {}).get(key) or [])
+            want = prom_sum(vend, name + "_count")
+            figure(out, f"{p}dashboard {key} chart count vs vllm /metrics (tracing off)", n, want,
+                   n == want and n > 0)
 
 
 def analyze_all(dirs, version=""):

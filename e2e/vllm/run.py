@@ -9,7 +9,7 @@ drives it with driver.py, scrapes vLLM's /metrics and every collector output,
 and writes results.json through analyze.py. Exit status 1 when any figure
 fails. Standard library only; run with the e2e venv's python.
 
-Usage: python run.py --venv DIR [--out e2e/vllm/results.json] [--modes default,optin]
+Usage: python run.py --venv DIR [--out e2e/vllm/results.json] [--modes default,optin,notrace]
 """
 
 import argparse
@@ -143,6 +143,20 @@ def wait_spans(path, want, limit=90):
     time.sleep(3)
 
 
+def wait_scraped(url, want, limit=90):
+    """With tracing off: until the collector has scraped vLLM's TTFT count
+    for want requests (every 1 s here), then one more flush."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            if analyze.prom_sum(analyze.prom(get(url)), "vllm:time_to_first_token_seconds_count") >= want:
+                break
+        except OSError:
+            pass
+        time.sleep(1)
+    time.sleep(3)
+
+
 def engine_pid(targets, launcher):
     """The pid of inferprof-run's child that serves /metrics: the one
     target file in the folder, checked to be the launcher's child."""
@@ -203,8 +217,16 @@ def run_mode(mode, args, work, model_dir):
             extra["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
         eng_log = open(os.path.join(d, "engine.log"), "w")
         t0 = time.time()
-        eng = start_engine(args.bindir, args.venv, model_dir, ports["vllm"],
-                           f"http://127.0.0.1:{ports['grpc']}", eng_log, extra_env=extra)
+        # notrace: vLLM without --otlp-traces-endpoint, as most run it.
+        otlp = None if mode == "notrace" else f"http://127.0.0.1:{ports['grpc']}"
+        eng = start_engine(args.bindir, args.venv, model_dir, ports["vllm"], otlp, eng_log, extra_env=extra)
+        prom_url = f"http://127.0.0.1:{ports['prom']}/metrics"
+
+        def settle(want):
+            if otlp:
+                wait_spans(trace_path, want)
+            else:
+                wait_scraped(prom_url, want)
         wait_http(f"http://127.0.0.1:{ports['vllm']}/health", eng, args.start_limit, "vLLM")
         print(f"run[{mode}]: vLLM ready in {time.time() - t0:.0f}s", file=sys.stderr)
         # inferprof-run supervises vLLM: the API server, which serves
@@ -220,7 +242,7 @@ def run_mode(mode, args, work, model_dir):
         subprocess.run(drive + ["--out", os.path.join(d, "warmup.jsonl"), "--concurrency", "1",
                                 "--requests-per-level", "2", "--seed", "1"], check=True, stdin=subprocess.DEVNULL)
         trace_path = os.path.join(d, "inferprof-traces.jsonl")
-        wait_spans(trace_path, 2)
+        settle(2)
         before = get(metrics_url)
         save(d, "prometheus-before.txt", get(f"http://127.0.0.1:{ports['prom']}/metrics"))
         sampler = Sampler(metrics_url)
@@ -236,11 +258,11 @@ def run_mode(mode, args, work, model_dir):
         # writes a batch a line. Wait until every request span is in, then
         # one more connector flush (1 s), and take both sides' histograms
         # for exactly these requests, before the aborts.
-        wait_spans(trace_path, 2 + len(analyze.read_jsonl(client_path)))
+        settle(2 + len(analyze.read_jsonl(client_path)))
         save(d, "vllm-metrics-mid.txt", get(metrics_url))
         save(d, "prometheus-mid.txt", get(f"http://127.0.0.1:{ports['prom']}/metrics"))
         save(d, "phases.json", json.dumps({"abort_start": time.time()}))
-        if args.aborts:
+        if args.aborts and mode != "notrace":
             subprocess.run(drive + ["--concurrency", "8", "--requests-per-level", str(args.aborts), "--abort"],
                            check=True, stdin=subprocess.DEVNULL)
         sampler.done.set()
@@ -282,13 +304,13 @@ def main():
     p.add_argument("--bindir", default=os.path.join(ROOT, "bin"))
     p.add_argument("--out", default=os.path.join(HERE, "results.json"))
     p.add_argument("--work", default="")
-    p.add_argument("--modes", default="default,optin")
+    p.add_argument("--modes", default="default,optin,notrace")
     p.add_argument("--start-limit", type=int, default=600)
     p.add_argument("--aborts", type=int, default=8, help="streams closed mid-way, after the main load")
     p.add_argument("--reanalyze", action="store_true", help="no run: the figures from --work's files")
     args = p.parse_args()
     # The opt-in run checks classification and counting, so less load.
-    args.levels = {"default": ("1,8,32", "8,24,64"), "optin": ("8", "16")}
+    args.levels = {"default": ("1,8,32", "8,24,64"), "optin": ("8", "16"), "notrace": ("8", "16")}
     work = args.work or tempfile.mkdtemp(prefix="inferprof-e2e-vllm-")
     os.makedirs(work, exist_ok=True)
     model_dir = os.path.join(work, MODEL)

@@ -103,6 +103,15 @@ class Run:
                             for i, kv in enumerate((0.0, 0.25, 0.0))]
         self.signals = {"metrics": [{"name": "vllm:time_to_first_token_seconds", "type": "histogram",
                                      "stats": {"count": 2, "sum": 0.09}}]}
+        # /dashboard.json: the engine's series and its latency histograms,
+        # the charts from the request spans (tracing on).
+        self.dashboard = {
+            "engines": [{"service": "vllm", "instance": "inst-1", "kv_cache_usage": [[1000000, 0.25]],
+                         "running": [[1000000, 1]], "waiting": [[1000000, 0]], "preemptions": []}],
+            "engine_latency": {"ttft": [{"count": 2}], "e2e": [{"count": 2}], "itl": [{"count": 6}]},
+            "latency": {"ttft": [{"count": 2}], "e2e": [{"count": 2}], "itl": [{"count": 6}]},
+            "latency_source": {"ttft": "request_spans", "e2e": "request_spans", "itl": "request_spans",
+                               "tpot": "request_spans"}}
 
     def write(self):
         def w(name, text):
@@ -110,7 +119,7 @@ class Run:
                 f.write(text)
         w("client.jsonl", "".join(json.dumps(r) + "\n" for r in self.client))
         w("inferprof-traces.jsonl", json.dumps(batch(self.spans, self.resource)) + "\n")
-        w("steps.jsonl", json.dumps(batch(self.steps)) + "\n")
+        w("steps.jsonl", json.dumps(batch(self.steps, getattr(self, "steps_resource", self.resource))) + "\n")
         w("samples.json", json.dumps(self.samples))
         w("vllm-metrics-before.txt", "")
         w("engine.json", json.dumps(self.engine))
@@ -120,14 +129,15 @@ class Run:
         w("prometheus-mid.txt", self.ours + self.scraped)
         w("prometheus.txt", self.ours)
         w("signals.txt", json.dumps(self.signals))
-        for f in ("timeline.txt", "dashboard.txt", "collector.log", "telemetry.txt"):
+        w("dashboard.txt", json.dumps(self.dashboard))
+        for f in ("timeline.txt", "collector.log", "telemetry.txt"):
             w(f, "{}")
 
-    def figures(self):
+    def figures(self, mode="default"):
         self.write()
         out = []
-        analyze.analyze_mode("default", self.d, out)
-        analyze.engine_metrics("default", self.d, out)
+        analyze.analyze_mode(mode, self.d, out)
+        analyze.engine_metrics(mode, self.d, out)
         analyze.privacy(self.d, out, "default")
         return {f["figure"]: f for f in out}
 
@@ -260,6 +270,39 @@ class AnalyzeTest(unittest.TestCase):
         self.assertIn("default: ITL gaps, ours vs vllm /metrics inter-token count", failing)
         self.assertIn("default: ITL p99, ours within vllm /metrics' p99 bucket ± one (s)", failing)
         self.assertIn("default: ITL gaps' sum, ours vs vllm /metrics (relative difference)", failing)
+
+    def test_dashboard_not_matching_vllm_fails(self):
+        self.run.dashboard["engine_latency"]["ttft"] = [{"count": 1}]
+        self.run.dashboard["engines"][0]["running"] = [[1000000, 3]]  # the steps never held 3
+        failing = self.failing(self.run.figures())
+        self.assertIn("default: dashboard engine ttft count vs vllm /metrics at the end", failing)
+        self.assertIn("default: dashboard running requests, max (≤ the steps' max)", failing)
+
+    def test_dashboard_other_instance_or_engine_source_fails(self):
+        self.run.dashboard["engines"][0]["instance"] = "someone-else"
+        self.run.dashboard["latency_source"]["ttft"] = "engine_metrics"
+        failing = self.failing(self.run.figures())
+        self.assertIn("default: dashboard engine series of the engine's instance with KV-cache, running and waiting points",
+                      failing)
+        self.assertIn("default: dashboard latency charts not from request_spans", failing)
+
+    def test_notrace(self):
+        # vLLM without tracing: no request span; the identity is the steps',
+        # the dashboard's charts are the engine's histograms.
+        self.run.spans = []
+        self.run.client = [r for r in self.run.client if not r["abort"]]
+        for s in self.run.steps:
+            s.setdefault("resource", {})
+        self.run.steps_resource = {"service.instance.id": "inst-1"}
+        self.run.dashboard["latency_source"] = {k: "engine_metrics" for k in ("ttft", "e2e", "itl")}
+        figs = self.run.figures("notrace")
+        self.assertEqual(self.failing(figs), [])
+        self.assertIn("notrace: dashboard ttft chart count vs vllm /metrics (tracing off)", figs)
+        self.run.dashboard["latency_source"]["itl"] = "request_spans"
+        self.run.dashboard["latency"]["e2e"] = []
+        failing = self.failing(self.run.figures("notrace"))
+        self.assertIn("notrace: dashboard latency charts not from engine_metrics", failing)
+        self.assertIn("notrace: dashboard e2e chart count vs vllm /metrics (tracing off)", failing)
 
     def test_sched_mismatch_fails(self):
         self.run.samples = [{"t": 1000.02, "t_end": 1000.03, "metrics": {"running": 2, "waiting": 0}}] * 3
