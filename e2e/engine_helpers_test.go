@@ -4,17 +4,16 @@
 package e2e
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
+	"github.com/inferprof/inferprof/internal/goldentest"
 	"github.com/inferprof/inferprof/internal/names"
 )
 
@@ -69,7 +69,7 @@ service:
 
 // engineRun sends batches in order and returns what reached the sink after
 // the collector stopped (which flushes the connector's metrics).
-func engineRun(t *testing.T, batches []string, wantSpans int) ([]goldenSpan, []pmetric.Metrics) {
+func engineRun(t *testing.T, batches []string, wantSpans int) (ptrace.Traces, []pmetric.Metrics) {
 	t.Helper()
 	sink := e2etest.NewSink(t)
 	ports := e2etest.NewPorts(t)
@@ -87,28 +87,24 @@ func engineRun(t *testing.T, batches []string, wantSpans int) ([]goldenSpan, []p
 	require.Eventually(t, func() bool { return sink.Traces.SpanCount() >= wantSpans },
 		30*time.Second, 20*time.Millisecond, "want %d spans at the sink", wantSpans)
 	c.Stop()
-	return flattenSpans(sink.Traces.AllTraces()...), sink.Metrics.AllMetrics()
+	return goldentest.Merge(sink.Traces.AllTraces()...), sink.Metrics.AllMetrics()
 }
 
 // checkEngine runs batches in order and reversed against the union of the
 // given golden files.
 func checkEngine(t *testing.T, batches []string, goldens ...string) {
 	t.Helper()
-	var want []goldenSpan
-	for _, g := range goldens {
-		want = append(want, goldenFile(t, g)...)
+	paths := make([]string, len(goldens))
+	for i, g := range goldens {
+		paths[i] = processorTestdata("golden", g+".yaml")
 	}
-	sortSpans(want)
+	want := goldentest.Read(t, paths...)
 	reversed := slices.Clone(batches)
 	slices.Reverse(reversed)
 	for name, order := range map[string][]string{"in order": batches, "reversed": reversed} {
 		t.Run(name, func(t *testing.T) {
-			got, metrics := engineRun(t, order, len(want))
-			wb, err := json.Marshal(want)
-			require.NoError(t, err)
-			gb, err := json.Marshal(got)
-			require.NoError(t, err)
-			require.JSONEq(t, string(wb), string(gb), "the binary's output is the processor's golden output")
+			got, metrics := engineRun(t, order, want.SpanCount())
+			goldentest.Equal(t, want, got, "the binary's output is the processor's golden output")
 			checkHistograms(t, want, metrics)
 		})
 	}
@@ -117,7 +113,7 @@ func checkEngine(t *testing.T, batches []string, goldens ...string) {
 // checkHistograms compares the connector's gen_ai.server.* histograms with
 // what the request spans carry: every request span (one with e2e or TTFT)
 // counts in request.duration; TTFT and TPOT only when it did not fail.
-func checkHistograms(t *testing.T, spans []goldenSpan, metrics []pmetric.Metrics) {
+func checkHistograms(t *testing.T, td ptrace.Traces, metrics []pmetric.Metrics) {
 	t.Helper()
 	type agg struct {
 		count uint64
@@ -128,25 +124,25 @@ func checkHistograms(t *testing.T, spans []goldenSpan, metrics []pmetric.Metrics
 		"gen_ai.server.time_to_first_token":   {},
 		"gen_ai.server.time_per_output_token": {},
 	}
-	for _, s := range spans {
-		ttft, hasTTFT := s.Attributes[names.AttrTimeToFirstToken].(float64)
-		e2e, hasE2E := s.Attributes[names.AttrE2E].(float64)
+	for _, s := range allSpans([]ptrace.Traces{td}) {
+		ttft, hasTTFT := double(s, names.AttrTimeToFirstToken)
+		e2e, hasE2E := double(s, names.AttrE2E)
 		if !hasTTFT && !hasE2E {
 			continue
 		}
 		if !hasE2E {
-			e2e = s.duration()
+			e2e = duration(s)
 		}
 		want["gen_ai.server.request.duration"].count++
 		want["gen_ai.server.request.duration"].sum += e2e
-		if _, failed := s.Attributes[names.AttrErrorType]; failed {
+		if _, failed := s.Attributes().Get(names.AttrErrorType); failed {
 			continue
 		}
 		if hasTTFT {
 			want["gen_ai.server.time_to_first_token"].count++
 			want["gen_ai.server.time_to_first_token"].sum += ttft
 		}
-		if tpot, ok := s.Attributes[names.AttrTimePerOutputTok].(float64); ok {
+		if tpot, ok := double(s, names.AttrTimePerOutputTok); ok {
 			want["gen_ai.server.time_per_output_token"].count++
 			want["gen_ai.server.time_per_output_token"].sum += tpot
 		}
@@ -175,94 +171,30 @@ func checkHistograms(t *testing.T, spans []goldenSpan, metrics []pmetric.Metrics
 	require.Positive(t, want["gen_ai.server.request.duration"].count, "the scenario has request spans")
 }
 
-// goldenSpan mirrors the processor's golden file entries.
-type goldenSpan struct {
-	Resource     map[string]any `json:"resource"`
-	Name         string         `json:"name"`
-	TraceID      string         `json:"trace_id"`
-	SpanID       string         `json:"span_id"`
-	ParentSpanID string         `json:"parent_span_id,omitempty"`
-	Kind         string         `json:"kind"`
-	Start        string         `json:"start"`
-	End          string         `json:"end"`
-	Status       string         `json:"status,omitempty"`
-	Attributes   map[string]any `json:"attributes"`
-	Events       []goldenEvent  `json:"events,omitempty"`
-}
-
-type goldenEvent struct {
-	Name       string         `json:"name"`
-	Attributes map[string]any `json:"attributes,omitempty"`
-}
-
-func (s goldenSpan) duration() float64 {
-	a, errA := time.Parse(time.RFC3339Nano, s.Start)
-	b, errB := time.Parse(time.RFC3339Nano, s.End)
-	if errA != nil || errB != nil || !b.After(a) {
-		return 0
-	}
-	return b.Sub(a).Seconds()
-}
-
 func processorTestdata(parts ...string) string {
 	return filepath.Join(append([]string{e2etest.RepoRoot(), "processor", "inferenceprocessor", "testdata"}, parts...)...)
 }
 
 func spanFixture(t testing.TB, name string) ptrace.Traces {
 	t.Helper()
-	b, err := os.ReadFile(processorTestdata("spans", name+".json"))
-	require.NoError(t, err)
-	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
+	td, err := golden.ReadTraces(processorTestdata("spans", name+".json"))
 	require.NoError(t, err)
 	return td
 }
 
-func goldenFile(t *testing.T, name string) []goldenSpan {
-	t.Helper()
-	b, err := os.ReadFile(processorTestdata("golden", name+".json"))
-	require.NoError(t, err)
-	var out []goldenSpan
-	require.NoError(t, json.Unmarshal(b, &out))
-	return out
-}
-
-// flattenSpans is the processor's golden form of what the sink received.
-func flattenSpans(tds ...ptrace.Traces) []goldenSpan {
-	var out []goldenSpan
-	for _, td := range tds {
-		for _, rs := range td.ResourceSpans().All() {
-			for _, ss := range rs.ScopeSpans().All() {
-				for _, s := range ss.Spans().All() {
-					g := goldenSpan{
-						Resource: rs.Resource().Attributes().AsRaw(), Name: s.Name(),
-						TraceID: s.TraceID().String(), SpanID: s.SpanID().String(), ParentSpanID: s.ParentSpanID().String(),
-						Kind:  s.Kind().String(),
-						Start: s.StartTimestamp().AsTime().Format(time.RFC3339Nano), End: s.EndTimestamp().AsTime().Format(time.RFC3339Nano),
-						Attributes: s.Attributes().AsRaw(),
-					}
-					if s.Status().Code() != ptrace.StatusCodeUnset {
-						g.Status = s.Status().Code().String() + ": " + s.Status().Message()
-					}
-					for _, ev := range s.Events().All() {
-						g.Events = append(g.Events, goldenEvent{Name: ev.Name(), Attributes: ev.Attributes().AsRaw()})
-					}
-					out = append(out, g)
-				}
-			}
-		}
+// double is a span's double attribute; another type is no figure.
+func double(s ptrace.Span, key string) (float64, bool) {
+	v, ok := s.Attributes().Get(key)
+	if !ok || v.Type() != pcommon.ValueTypeDouble {
+		return 0, false
 	}
-	sortSpans(out)
-	return out
+	return v.Double(), true
 }
 
-func sortSpans(out []goldenSpan) {
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].Start != out[b].Start {
-			return out[a].Start < out[b].Start
-		}
-		if out[a].Name != out[b].Name {
-			return out[a].Name < out[b].Name
-		}
-		return out[a].SpanID < out[b].SpanID
-	})
+// duration is the span's length in seconds; 0 when it ends before it starts.
+func duration(s ptrace.Span) float64 {
+	if s.EndTimestamp() <= s.StartTimestamp() {
+		return 0
+	}
+	return s.EndTimestamp().AsTime().Sub(s.StartTimestamp().AsTime()).Seconds()
 }

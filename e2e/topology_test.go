@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,14 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
+	"github.com/inferprof/inferprof/internal/goldentest"
 )
 
 // The two tiers, as shipped: config/agent.yaml on every GPU node,
@@ -102,11 +105,10 @@ func export(t *testing.T, c ptraceotlp.GRPCClient, batches ...string) {
 
 // bySpanID indexes spans, leaving out the resource: agents add their own
 // (k8s.pod.ip, host.name) to it.
-func bySpanID(spans []goldenSpan) map[string]goldenSpan {
-	out := map[string]goldenSpan{}
-	for _, s := range spans {
-		s.Resource = nil
-		out[s.SpanID] = s
+func bySpanID(tds []ptrace.Traces) map[pcommon.SpanID]ptrace.Span {
+	out := map[pcommon.SpanID]ptrace.Span{}
+	for _, s := range allSpans(tds) {
+		out[s.SpanID()] = s
 	}
 	return out
 }
@@ -186,28 +188,24 @@ func TestTopologyTwoAgentsOneGateway(t *testing.T) {
 	gw.Stop()
 	ref.Stop()
 
-	want := bySpanID(flattenSpans(refSink.Traces.AllTraces()...))
-	got := bySpanID(flattenSpans(sink.Traces.AllTraces()...))
+	want := bySpanID(refSink.Traces.AllTraces())
+	got := bySpanID(sink.Traces.AllTraces())
 	require.Len(t, got, len(want))
 	for id, w := range want {
 		g, ok := got[id]
-		if !assert.True(t, ok, "span %s (%s) missing at the gateway's sink", id, w.Name) {
+		if !assert.True(t, ok, "span %s (%s) missing at the gateway's sink", id, w.Name()) {
 			continue
 		}
-		wb, err := json.Marshal(w)
-		require.NoError(t, err)
-		gb, err := json.Marshal(g)
-		require.NoError(t, err)
-		assert.JSONEq(t, string(wb), string(gb), "span %s (%s)", id, w.Name)
+		assert.NoError(t, ptracetest.CompareSpan(w, g), "span %s (%s)", id, w.Name())
 	}
 	// Content was sent (vllm_content) and reached no exporter.
 	for _, s := range got {
-		for k := range s.Attributes {
+		for k := range s.Attributes().All() {
 			assert.False(t, strings.HasPrefix(k, "gen_ai.prompt") || strings.HasPrefix(k, "gen_ai.completion"),
-				"%s on span %s reached the gateway's exporter", k, s.Name)
+				"%s on span %s reached the gateway's exporter", k, s.Name())
 		}
-		for _, ev := range s.Events {
-			assert.False(t, strings.HasPrefix(ev.Name, "gen_ai."), "content event %s on span %s", ev.Name, s.Name)
+		for _, ev := range s.Events().All() {
+			assert.False(t, strings.HasPrefix(ev.Name(), "gen_ai."), "content event %s on span %s", ev.Name(), s.Name())
 		}
 	}
 	// The join ran at the gateway: each PD root carries the queue time of
@@ -216,8 +214,8 @@ func TestTopologyTwoAgentsOneGateway(t *testing.T) {
 	var queued []string
 	for _, s := range got {
 		for _, k := range []string{"gen_ai.latency.time_in_queue", "inferprof.latency.time_in_decode_queue"} {
-			if _, ok := s.Attributes[k]; ok && strings.Contains(s.Name, "Req ") {
-				queued = append(queued, s.Name+": "+k)
+			if _, ok := s.Attributes().Get(k); ok && strings.Contains(s.Name(), "Req ") {
+				queued = append(queued, s.Name()+": "+k)
 			}
 		}
 	}
@@ -230,7 +228,7 @@ func TestTopologyTwoAgentsOneGateway(t *testing.T) {
 	wantH, gotH := histograms(refSink.Metrics.AllMetrics()), histograms(sink.Metrics.AllMetrics())
 	require.NotEmpty(t, wantH["gen_ai.server.request.duration"], "the reference counted requests")
 	assert.Equal(t, wantH, gotH, "gen_ai.server.* count and sum")
-	checkHistograms(t, flattenSpans(sink.Traces.AllTraces()...), sink.Metrics.AllMetrics())
+	checkHistograms(t, goldentest.Merge(sink.Traces.AllTraces()...), sink.Metrics.AllMetrics())
 }
 
 func writeFile(t *testing.T, path, text string) {

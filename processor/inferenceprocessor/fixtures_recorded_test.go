@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
 )
@@ -23,14 +25,14 @@ import (
 // @2b10648), which 0.32 does not implement yet. testdata/spans/README.md
 // says how each was made.
 
-func recordedRequests(spans []goldenSpan) map[string]goldenSpan {
-	out := map[string]goldenSpan{}
-	for _, s := range spans {
-		id, ok := s.Attributes[names.AttrRequestID].(string)
-		if !ok || s.Attributes[names.AttrSynthetic] != nil {
+func recordedRequests(tds []ptrace.Traces) map[string]ptrace.Span {
+	out := map[string]ptrace.Span{}
+	for _, s := range allSpans(tds...) {
+		id, ok := s.Attributes().Get(names.AttrRequestID)
+		if _, synthetic := s.Attributes().Get(names.AttrSynthetic); !ok || id.Type() != pcommon.ValueTypeStr || synthetic {
 			continue
 		}
-		out[id] = s
+		out[id.Str()] = s
 	}
 	return out
 }
@@ -39,44 +41,44 @@ func TestRecordedVLLM032BothSpanModes(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	defOut, _ := runFixtures(t, cfg, "vllm032_default")
 	optOut, _ := runFixtures(t, cfg, "vllm032_optin_main")
-	def, opt := flatten(defOut...), flatten(optOut...)
-	defReq, optReq := recordedRequests(def), recordedRequests(opt)
+	defReq, optReq := recordedRequests(defOut), recordedRequests(optOut)
 	require.NotEmpty(t, defReq)
 	require.Len(t, optReq, len(defReq), "every renamed request span is still a request")
-	require.Len(t, opt, len(def), "the same phase spans in both modes")
-	for id, d := range defReq {
-		o, ok := optReq[id]
+	require.Len(t, allSpans(optOut...), len(allSpans(defOut...)), "the same phase spans in both modes")
+	for id, defSpan := range defReq {
+		optSpan, ok := optReq[id]
 		require.Truef(t, ok, "request %s lost under the opt-in name", id)
-		assert.Equal(t, "llm_request", d.Name)
-		assert.True(t, strings.HasSuffix(o.Name, " tiny-llama"), o.Name)
+		d, o := defSpan.Attributes().AsRaw(), optSpan.Attributes().AsRaw()
+		assert.Equal(t, "llm_request", defSpan.Name())
+		assert.True(t, strings.HasSuffix(optSpan.Name(), " tiny-llama"), optSpan.Name())
 		// The processor's figures are the same in both modes.
-		for k, v := range d.Attributes {
+		for k, v := range d {
 			if strings.HasPrefix(k, "gen_ai.latency.") || strings.HasPrefix(k, "gen_ai.usage.") ||
 				strings.HasPrefix(k, "inferprof.") {
-				assert.Equalf(t, v, o.Attributes[k], "%s %s", id, k)
+				assert.Equalf(t, v, o[k], "%s %s", id, k)
 			}
 		}
 		for _, k := range []string{names.AttrE2E, names.AttrTimeToFirstToken, names.AttrInputTokens, names.AttrOutputTokens} {
-			assert.Containsf(t, d.Attributes, k, "%s: %s", id, k)
+			assert.Containsf(t, d, k, "%s: %s", id, k)
 		}
 		// Counted under the operation and model the span names.
 		wantOp := "text_completion"
 		if strings.HasPrefix(id, "chatcmpl-") {
 			wantOp = "chat"
 		}
-		assert.Equal(t, wantOp, o.Attributes[names.AttrOperationName], id)
-		assert.Equal(t, wantOp, d.Attributes[names.AttrOperationName], id)
-		assert.Equal(t, "tiny-llama", o.Attributes[names.AttrRequestModel], id)
-		assert.Equal(t, wantOp+" tiny-llama", o.Name)
+		assert.Equal(t, wantOp, o[names.AttrOperationName], id)
+		assert.Equal(t, wantOp, d[names.AttrOperationName], id)
+		assert.Equal(t, "tiny-llama", o[names.AttrRequestModel], id)
+		assert.Equal(t, wantOp+" tiny-llama", optSpan.Name())
 	}
 }
 
 func TestRecordedVLLM032NoNegativeFigures(t *testing.T) {
 	out, _ := runFixtures(t, createDefaultConfig().(*Config), "vllm032_default")
-	for _, s := range flatten(out...) {
-		for k, v := range s.Attributes {
-			if f, ok := v.(float64); ok && strings.HasPrefix(k, "gen_ai.latency.") {
-				assert.GreaterOrEqualf(t, f, 0.0, "%s %s", s.Name, k)
+	for _, s := range allSpans(out...) {
+		for k, v := range s.Attributes().All() {
+			if v.Type() == pcommon.ValueTypeDouble && strings.HasPrefix(k, "gen_ai.latency.") {
+				assert.GreaterOrEqualf(t, v.Double(), 0.0, "%s %s", s.Name(), k)
 			}
 		}
 	}
@@ -86,10 +88,10 @@ func TestRecordedVLLM032NoNegativeFigures(t *testing.T) {
 // under llm_request (PR 44402's vllm.request.queue/prefill/decode), the
 // processor adds none of its own; beside them, it still does.
 func TestEnginePhaseSpansNotDuplicated(t *testing.T) {
-	synthetic := func(spans []goldenSpan) int {
+	synthetic := func(tds []ptrace.Traces) int {
 		n := 0
-		for _, s := range spans {
-			if s.Attributes[names.AttrSynthetic] == true {
+		for _, s := range allSpans(tds...) {
+			if isSynthetic(s) {
 				n++
 			}
 		}
@@ -97,7 +99,7 @@ func TestEnginePhaseSpansNotDuplicated(t *testing.T) {
 	}
 	cfg := createDefaultConfig().(*Config)
 	plain, _ := runBatches(t, cfg, readBatch(t, "vllm_basic"))
-	require.Positive(t, synthetic(flatten(plain...)), "the fixture gets phase spans")
+	require.Positive(t, synthetic(plain), "the fixture gets phase spans")
 
 	td := readBatch(t, "vllm_basic")
 	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
@@ -112,14 +114,13 @@ func TestEnginePhaseSpansNotDuplicated(t *testing.T) {
 		c.SetEndTimestamp(req.EndTimestamp())
 	}
 	out, _ := runBatches(t, cfg, td)
-	got := flatten(out...)
-	assert.Zero(t, synthetic(got), "no second copy of the engine's phases")
+	assert.Zero(t, synthetic(out), "no second copy of the engine's phases")
 	perName := map[string]int{}
-	for _, s := range got {
-		perName[s.Name]++
+	for _, s := range allSpans(out...) {
+		perName[s.Name()]++
 	}
 	for _, name := range []string{"vllm.request.queue", "vllm.request.prefill", "vllm.request.decode"} {
 		assert.Equal(t, 1, perName[name], name)
 	}
-	assert.Contains(t, recordedRequests(got), "chatcmpl-7f3a9c", "the request is still processed")
+	assert.Contains(t, recordedRequests(out), "chatcmpl-7f3a9c", "the request is still processed")
 }

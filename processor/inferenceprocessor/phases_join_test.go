@@ -5,6 +5,7 @@ package inferenceprocessor
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,16 +71,17 @@ func withPhases(req ptrace.Traces, phases ...string) ptrace.Traces {
 // the engine's own under it, and the request spans processed.
 type phaseCounts struct{ synthetic, engine, requests map[string]int }
 
-func countPhases(spans []goldenSpan) phaseCounts {
+func countPhases(tds []ptrace.Traces) phaseCounts {
 	c := phaseCounts{map[string]int{}, map[string]int{}, map[string]int{}}
-	for _, s := range spans {
+	for _, s := range allSpans(tds...) {
+		_, hasE2E := s.Attributes().Get(names.AttrE2E)
 		switch {
-		case s.Attributes[names.AttrSynthetic] == true:
-			c.synthetic[s.ParentSpanID]++
-		case len(s.Name) > len("vllm.request.") && s.Name[:len("vllm.request.")] == "vllm.request.":
-			c.engine[s.ParentSpanID]++
-		case s.Attributes[names.AttrE2E] != nil:
-			c.requests[s.SpanID]++
+		case isSynthetic(s):
+			c.synthetic[s.ParentSpanID().String()]++
+		case len(s.Name()) > len("vllm.request.") && strings.HasPrefix(s.Name(), "vllm.request."):
+			c.engine[s.ParentSpanID().String()]++
+		case hasE2E:
+			c.requests[s.SpanID().String()]++
 		}
 	}
 	return c
@@ -125,7 +127,7 @@ func TestEnginePhasesAcrossBatches(t *testing.T) {
 			// Past the join's wait: anything still held is released.
 			h.now = h.now.Add(time.Minute)
 			h.p.expire(t.Context(), h.now)
-			c := countPhases(h.finish(t))
+			c := countPhases(h.output(t))
 			require.Len(t, c.requests, 2)
 			for id, n := range c.requests {
 				assert.Equal(t, 1, n, id)
@@ -153,7 +155,7 @@ func TestEnginePhasesJoinCounted(t *testing.T) {
 	h.consume(t, enginePhasesOf(basicRequest(t, 4), all...)) // no request: unclaimed
 	h.now = h.now.Add(10 * time.Minute)
 	h.p.expire(t.Context(), h.now)
-	c := countPhases(h.finish(t))
+	c := countPhases(h.output(t))
 	id3 := pcommon.SpanID{0: 3, 7: 1}.String()
 	assert.Equal(t, 3, c.synthetic[id3], "the request whose engine wrote none gets ours after the wait")
 	metadatatest.AssertEqualProcessorInferencePhaseJoin(t, tel, []metricdata.DataPoint[int64]{
@@ -171,7 +173,7 @@ func TestNoEnginePhasesNothingHeld(t *testing.T) {
 	h := newHarness(t, goldenConfig(), metadatatest.NewSettings(componenttest.NewTelemetry()))
 	h.consume(t, basicRequest(t, 1))
 	require.Len(t, h.sink.AllTraces(), 1)
-	c := countPhases(flatten(h.sink.AllTraces()...))
+	c := countPhases(h.sink.AllTraces())
 	assert.Equal(t, 3, c.synthetic[pcommon.SpanID{0: 1, 7: 1}.String()])
 	assert.Zero(t, h.p.join.Len())
 	require.NoError(t, h.tp.Shutdown(t.Context()))

@@ -5,10 +5,11 @@ package stepfiguresprocessor
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
@@ -112,8 +113,8 @@ func requestSpans(tds []ptrace.Traces) map[string]ptrace.Span {
 	return out
 }
 
-// sameSpans checks that got has the request and phase spans of want, with
-// the same attributes and times.
+// sameSpans checks that got has the request and phase spans of want, each
+// equal in every field (ptracetest).
 func sameSpans(t *testing.T, want, got []ptrace.Traces) {
 	t.Helper()
 	w, g := requestSpans(want), requestSpans(got)
@@ -121,9 +122,7 @@ func sameSpans(t *testing.T, want, got []ptrace.Traces) {
 	for k, ws := range w {
 		gs, ok := g[k]
 		require.True(t, ok, k)
-		assert.Equal(t, ws.Attributes().AsRaw(), gs.Attributes().AsRaw(), k)
-		assert.Equal(t, ws.StartTimestamp(), gs.StartTimestamp(), k)
-		assert.Equal(t, ws.EndTimestamp(), gs.EndTimestamp(), k)
+		assert.NoError(t, ptracetest.CompareSpan(ws, gs), k)
 	}
 }
 
@@ -158,9 +157,7 @@ func TestAgentLeavesFiguresToGateway(t *testing.T) {
 // fixture reads one of the inference processor's recorded span batches.
 func fixture(t *testing.T, name string) ptrace.Traces {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "inferenceprocessor", "testdata", "spans", name+".json"))
-	require.NoError(t, err)
-	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
+	td, err := golden.ReadTraces(filepath.Join("..", "inferenceprocessor", "testdata", "spans", name+".json"))
 	require.NoError(t, err)
 	return td
 }
