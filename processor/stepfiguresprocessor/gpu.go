@@ -254,8 +254,10 @@ func (p *stepFiguresProcessor) sendHeld(ctx context.Context, td ptrace.Traces) {
 	}
 	if err := p.next.ConsumeTraces(ctx, td); err != nil {
 		p.tel.ProcessorStepFiguresReleaseFailures.Add(ctx, int64(td.SpanCount()))
-		p.warn.Warn("Next consumer refused spans held for their GPU figures; they are lost (otelcol_processor_step_figures_release_failures)",
-			zap.Int("spans", td.SpanCount()), zap.Error(err))
+		if suppressed, ok := p.warn.Allow("release_refused", p.now()); ok {
+			p.logger.Warn("Next consumer refused spans held for their GPU figures; they are lost (otelcol_processor_step_figures_release_failures)",
+				zap.Int("spans", td.SpanCount()), zap.Int("similar_suppressed", suppressed), zap.Error(err))
+		}
 	}
 }
 

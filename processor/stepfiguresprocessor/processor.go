@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
@@ -26,13 +26,13 @@ import (
 	"github.com/inferprof/inferprof/processor/stepfiguresprocessor/internal/metadata"
 )
 
-// warnEvery is how often the refused-release warning repeats: zap's sampler
-// lets the first through, then one per interval.
+// warnEvery is how often the refused-release warning repeats: the first is
+// logged, then one per interval saying how many were held back.
 const warnEvery = time.Minute
 
 type stepFiguresProcessor struct {
 	logger  *zap.Logger
-	warn    *zap.Logger // logger, sampled to one warning per warnEvery
+	warn    *loglimit.Limiter
 	next    consumer.Traces
 	tel     *metadata.TelemetryBuilder
 	steps   *stepwindow.Window // nil when engine_steps is off
@@ -55,10 +55,8 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		return nil, err
 	}
 	p := &stepFiguresProcessor{
-		logger: set.Logger,
-		warn: set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-			return zapcore.NewSamplerWithOptions(c, warnEvery, 1, 0)
-		})),
+		logger:  set.Logger,
+		warn:    loglimit.New(warnEvery),
 		next:    next,
 		tel:     tel,
 		maxGaps: cfg.EngineSteps.MaxITLGaps,

@@ -151,7 +151,7 @@ type TimelineInfo struct {
 const slowest = 10
 
 func fptr(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	if !finite(v) {
 		return nil
 	}
 	return &v
@@ -294,3 +294,6 @@ func slowestOf(reqs []timeline.Request) []SlowRequest {
 	}
 	return out
 }
+
+// finite reports whether v is a number a chart can draw (not NaN or ±Inf).
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -4,7 +4,6 @@
 package dashboard // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/dashboard"
 
 import (
-	"math"
 	"slices"
 	"unicode/utf8"
 
@@ -89,5 +88,3 @@ func cut(s string, n int) string {
 	}
 	return s + "…"
 }
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -8,7 +8,6 @@
 package dashboard // import "github.com/inferprof/inferprof/exporter/inferprofuiexporter/internal/dashboard"
 
 import (
-	"math"
 	"slices"
 	"sync"
 
@@ -307,7 +306,7 @@ func (h *History) addMetric(ra pcommon.Map, m pmetric.Metric) {
 		}
 		for _, dp := range m.Sum().DataPoints().All() {
 			v := number(dp)
-			if v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			if v <= 0 || !finite(v) {
 				continue
 			}
 			a := dp.Attributes()
@@ -390,7 +389,7 @@ func (h *History) addTargets(m pmetric.Metric) {
 	var t Targets
 	for _, dp := range m.Gauge().DataPoints().All() {
 		v := number(dp)
-		if v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		if v <= 0 || !finite(v) {
 			continue
 		}
 		switch str(dp.Attributes(), names.AttrGoodputCriterion) {
