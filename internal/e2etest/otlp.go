@@ -77,7 +77,8 @@ type SpanSpec struct {
 // Tracer sends spans over OTLP/gRPC with the OpenTelemetry Go SDK, the way
 // vLLM's Python SDK does: a BatchSpanProcessor and the gRPC exporter.
 type Tracer struct {
-	tp *sdktrace.TracerProvider
+	tp   *sdktrace.TracerProvider
+	errs *exportErrors // NewSDKTracer's
 }
 
 // NewTracer returns a tracer exporting to endpoint (host:port) with the given
