@@ -33,7 +33,8 @@ const grpcMaxRecv = 4 << 20
 // spans per request (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, default 512), each span
 // the llm_request of vllm_basic (vLLM's OutputProcessor.do_tracing; see
 // processor/inferenceprocessor/testdata/spans/README.md) with its own trace,
-// span and request id.
+// span and request id. Not the SDK: the size figures are of those recorded
+// bytes, which an SDK would encode afresh.
 func vllmExports(t *testing.T, first, exports int) []ptrace.Traces {
 	t.Helper()
 	fixture := spanFixture(t, "vllm_basic")

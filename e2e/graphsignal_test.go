@@ -55,7 +55,9 @@ func postLogs(t *testing.T, addr string, ld plog.Logs) {
 	postOTLP(t, "http://"+addr+"/v1/logs", b)
 }
 
-// engineMetrics is a cumulative counter and a gauge from one engine process.
+// engineMetrics is a cumulative counter and a gauge from one engine process,
+// as the prometheus receiver makes them of vLLM's /metrics (vLLM sends no
+// OTLP metrics; an SDK would neither name them vllm:* nor set their times).
 func engineMetrics(start, ts time.Time, tokens int64, kvUsage float64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
@@ -81,6 +83,7 @@ func engineMetrics(start, ts time.Time, tokens int64, kvUsage float64) pmetric.M
 	return md
 }
 
+// xidLog is the nvml receiver's XID event, a collector's record, no SDK's.
 func xidLog() plog.Logs {
 	ld := plog.NewLogs()
 	rl := ld.ResourceLogs().AppendEmpty()
