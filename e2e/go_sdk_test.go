@@ -49,3 +49,19 @@ func TestGoSDKExportersWithGzip(t *testing.T) {
 		60*time.Second, 100*time.Millisecond, "the collector did not count the SDK's %d requests (got %v)",
 		want, promRequests(ports.Addr("prometheus")))
 }
+
+// TestGoSDKRefusesInvalidUTF8 holds the reason TestBadModelNamesStayOnMetrics
+// hand-builds its bytes: both Go SDK exporters refuse to encode a string
+// attribute that is not UTF-8, so nothing reaches a real OTLP receiver.
+func TestGoSDKRefusesInvalidUTF8(t *testing.T) {
+	sink := e2etest.NewSink(t)
+	for _, o := range []e2etest.SDKOptions{{Endpoint: sink.Endpoint}, {Endpoint: sink.HTTPEndpoint, HTTP: true}} {
+		engine := e2etest.NewSDKTracer(t, o)
+		spec := vllmRequest(time.Now().Add(-2 * time.Second))
+		spec.Attributes = append(spec.Attributes, attribute.String("gen_ai.request.model", "llama\xff\xfe-8b"))
+		engine.Send(t.Context(), "vllm.llm_engine", spec)
+		require.ErrorContains(t, engine.FlushErr(t.Context()), "invalid UTF-8", "http=%v", o.HTTP)
+		require.Zero(t, engine.Exported())
+	}
+	require.Zero(t, sink.Traces.SpanCount())
+}

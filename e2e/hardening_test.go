@@ -323,7 +323,7 @@ func TestShippedListenersAreGuarded(t *testing.T) {
 
 // badModelSpan is a vLLM request span whose model is not UTF-8, or 10 MB.
 // Hand-built: the Go SDK's protobuf encoding refuses a string that is not
-// UTF-8, so no SDK of ours could send it.
+// UTF-8 (TestGoSDKRefusesInvalidUTF8), so no SDK of ours could send it.
 func badModelSpans(models ...string) []byte {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
