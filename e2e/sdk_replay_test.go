@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -65,41 +66,47 @@ func sdkAttrs(m pcommon.Map) []attribute.KeyValue {
 }
 
 // sdkSendTraces sends td's spans with one Go SDK tracer per resource over
-// OTLP/HTTP, keeping names, kinds, times, attributes, events, status and
-// parent links (the SDK draws new ids), and requires the collector to
-// accept every export.
+// OTLP/HTTP (sdkRecordSpans) and requires the collector to accept every
+// export.
 func sdkSendTraces(t *testing.T, addr string, td ptrace.Traces) {
 	t.Helper()
 	for _, rs := range td.ResourceSpans().All() {
 		tp := e2etest.NewSDKTracer(t, e2etest.SDKOptions{Endpoint: addr, HTTP: true, Resource: sdkAttrs(rs.Resource().Attributes())})
 		for _, ss := range rs.ScopeSpans().All() {
-			tracer := tp.Tracer(ss.Scope().Name())
-			started := map[pcommon.SpanID]trace.Span{}
-			var order []ptrace.Span
-			for _, s := range ss.Spans().All() {
-				ctx := t.Context()
-				if parent, ok := started[s.ParentSpanID()]; ok {
-					ctx = trace.ContextWithSpan(ctx, parent)
-				}
-				_, span := tracer.Start(ctx, s.Name(), trace.WithSpanKind(trace.SpanKind(s.Kind())),
-					trace.WithTimestamp(s.StartTimestamp().AsTime()), trace.WithAttributes(sdkAttrs(s.Attributes())...))
-				for _, ev := range s.Events().All() {
-					span.AddEvent(ev.Name(), trace.WithTimestamp(ev.Timestamp().AsTime()), trace.WithAttributes(sdkAttrs(ev.Attributes())...))
-				}
-				switch s.Status().Code() {
-				case ptrace.StatusCodeError:
-					span.SetStatus(codes.Error, s.Status().Message())
-				case ptrace.StatusCodeOk:
-					span.SetStatus(codes.Ok, "")
-				}
-				started[s.SpanID()] = span
-				order = append(order, s)
-			}
-			for _, s := range order {
-				started[s.SpanID()].End(trace.WithTimestamp(s.EndTimestamp().AsTime()))
-			}
+			sdkRecordSpans(t.Context(), tp, ss)
 		}
 		require.NoError(t, tp.FlushErr(t.Context()), "the collector refused the SDK's spans")
+	}
+}
+
+// sdkRecordSpans records ss's spans on tp, keeping names, kinds, times,
+// attributes, events, status and parent links (the SDK draws new ids); they
+// leave on tp's next flush.
+func sdkRecordSpans(ctx context.Context, tp *e2etest.Tracer, ss ptrace.ScopeSpans) {
+	tracer := tp.Tracer(ss.Scope().Name())
+	started := map[pcommon.SpanID]trace.Span{}
+	var order []ptrace.Span
+	for _, s := range ss.Spans().All() {
+		pctx := ctx
+		if parent, ok := started[s.ParentSpanID()]; ok {
+			pctx = trace.ContextWithSpan(ctx, parent)
+		}
+		_, span := tracer.Start(pctx, s.Name(), trace.WithSpanKind(trace.SpanKind(s.Kind())),
+			trace.WithTimestamp(s.StartTimestamp().AsTime()), trace.WithAttributes(sdkAttrs(s.Attributes())...))
+		for _, ev := range s.Events().All() {
+			span.AddEvent(ev.Name(), trace.WithTimestamp(ev.Timestamp().AsTime()), trace.WithAttributes(sdkAttrs(ev.Attributes())...))
+		}
+		switch s.Status().Code() {
+		case ptrace.StatusCodeError:
+			span.SetStatus(codes.Error, s.Status().Message())
+		case ptrace.StatusCodeOk:
+			span.SetStatus(codes.Ok, "")
+		}
+		started[s.SpanID()] = span
+		order = append(order, s)
+	}
+	for _, s := range order {
+		started[s.SpanID()].End(trace.WithTimestamp(s.EndTimestamp().AsTime()))
 	}
 }
 
