@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
@@ -33,7 +32,8 @@ const grpcMaxRecv = 4 << 20
 // spans per request (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, default 512), each span
 // the llm_request of vllm_basic (vLLM's OutputProcessor.do_tracing; see
 // processor/inferenceprocessor/testdata/spans/README.md) with its own trace,
-// span and request id.
+// span and request id. The tests size the burst on these and send them with
+// the Go SDK (sendBurst).
 func vllmExports(t *testing.T, first, exports int) []ptrace.Traces {
 	t.Helper()
 	fixture := spanFixture(t, "vllm_basic")
@@ -62,6 +62,31 @@ func vllmExports(t *testing.T, first, exports int) []ptrace.Traces {
 		out[e] = td
 	}
 	return out
+}
+
+// sendBurst sends each export of burst from an engine of its own, the Go
+// SDK's BatchSpanProcessor and otlptracegrpc exporter, all flushing at once
+// as the engines' exporters do; every export must be accepted. BatchSize
+// is above 512 so that no export leaves before the flush.
+func sendBurst(t *testing.T, addr string, burst []ptrace.Traces) {
+	t.Helper()
+	engines := make([]*e2etest.Tracer, len(burst))
+	for i, td := range burst {
+		rs := td.ResourceSpans().At(0)
+		engines[i] = e2etest.NewSDKTracer(t, e2etest.SDKOptions{Endpoint: addr, BatchSize: 1024,
+			Resource: sdkAttrs(rs.Resource().Attributes())})
+		sdkRecordSpans(t.Context(), engines[i], rs.ScopeSpans().At(0))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(engines))
+	for i, e := range engines {
+		wg.Go(func() { errs[i] = e.FlushErr(t.Context()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "export %d", i)
+		require.Equal(t, burst[i].SpanCount(), engines[i].Exported(), "export %d: spans accepted", i)
+	}
 }
 
 // promSum adds up every series of a metric on a collector's own Prometheus
@@ -107,7 +132,6 @@ func TestAgentBurstFitsGatewayLimit(t *testing.T) {
 
 	const exports = 24 // 12,288 spans
 	var m ptrace.ProtoMarshaler
-	client := traceClient(t, ports.Addr("agent_grpc"))
 	agentTel, gwTel := ports.Port("agent_telemetry"), ports.Port("gateway_telemetry")
 	want := 0
 	// A burst counts once the agent's batch processor made a batch of
@@ -126,18 +150,7 @@ func TestAgentBurstFitsGatewayLimit(t *testing.T) {
 			round, exports*512, total, perSpan, perSpan*8192/(1<<20))
 		require.Greater(t, perSpan*8192, float64(grpcMaxRecv), "one batch processor batch of these spans is above the limit")
 
-		// All at once, as the engines' exporters flush together.
-		var wg sync.WaitGroup
-		errs := make([]error, len(burst))
-		for i, td := range burst {
-			wg.Go(func() {
-				_, errs[i] = client.Export(t.Context(), ptraceotlp.NewExportRequestFromTraces(td))
-			})
-		}
-		wg.Wait()
-		for i, err := range errs {
-			require.NoError(t, err, "export %d", i)
-		}
+		sendBurst(t, ports.Addr("agent_grpc"), burst)
 		want += exports * 512
 		require.Eventually(t, func() bool {
 			return promSum(t, agentTel, "otelcol_exporter_sent_spans", `exporter="load_balancing"`)+

@@ -13,41 +13,54 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
 
-// requestBatch is n finished vLLM request spans from service, the i-th of
-// model models(i), ending now.
-func requestBatch(service string, n int, models func(int) string, seq *uint32) ptrace.Traces {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr("service.name", service)
-	spans := rs.ScopeSpans().AppendEmpty().Spans()
+// engines are the OTLP clients of engine processes, one per service: the
+// OpenTelemetry Go SDK's BatchSpanProcessor and OTLP/HTTP exporter, as
+// vLLM's Python SDK sends its request spans.
+type engines struct {
+	t       *testing.T
+	addr    string
+	seq     uint32 // numbers the requests across services
+	tracers map[string]*e2etest.Tracer
+}
+
+func newEngines(t *testing.T, addr string) *engines {
+	return &engines{t: t, addr: addr, tracers: map[string]*e2etest.Tracer{}}
+}
+
+// send exports n finished vLLM request spans from service, the i-th of
+// model models(i), ending now, in one export the collector must accept.
+func (e *engines) send(service string, n int, models func(int) string) {
+	e.t.Helper()
+	tr, ok := e.tracers[service]
+	if !ok {
+		tr = e2etest.NewSDKTracer(e.t, e2etest.SDKOptions{Endpoint: e.addr, HTTP: true, BatchSize: 1000,
+			Resource: e2etest.EngineResource(service, service+"-0")})
+		e.tracers[service] = tr
+	}
+	require.LessOrEqual(e.t, n, 1000, "one export")
+	tracer := tr.Tracer("vllm.llm_engine")
 	end := time.Now()
 	for i := range n {
-		*seq++
-		id := *seq
-		s := spans.AppendEmpty()
-		s.SetName("llm_request")
-		s.SetKind(ptrace.SpanKindServer)
-		s.SetTraceID(pcommon.TraceID{9, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)})
-		s.SetSpanID(pcommon.SpanID{9, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)})
-		s.SetStartTimestamp(pcommon.NewTimestampFromTime(end.Add(-time.Second)))
-		s.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
-		a := s.Attributes()
-		a.PutStr("gen_ai.request.id", "cmpl-"+strconv.Itoa(int(id)))
-		a.PutStr("gen_ai.request.model", models(i))
-		a.PutStr("gen_ai.response.model", models(i))
-		a.PutInt("gen_ai.usage.prompt_tokens", 10)
-		a.PutInt("gen_ai.usage.completion_tokens", 5)
-		a.PutDouble("gen_ai.latency.time_in_queue", 0.01)
-		a.PutDouble("gen_ai.latency.time_to_first_token", 0.1)
-		a.PutDouble("gen_ai.latency.e2e", 1)
+		e.seq++
+		_, s := tracer.Start(e.t.Context(), "llm_request", trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithTimestamp(end.Add(-time.Second)), trace.WithAttributes(
+				attribute.String("gen_ai.request.id", "cmpl-"+strconv.Itoa(int(e.seq))),
+				attribute.String("gen_ai.request.model", models(i)),
+				attribute.String("gen_ai.response.model", models(i)),
+				attribute.Int("gen_ai.usage.prompt_tokens", 10),
+				attribute.Int("gen_ai.usage.completion_tokens", 5),
+				attribute.Float64("gen_ai.latency.time_in_queue", 0.01),
+				attribute.Float64("gen_ai.latency.time_to_first_token", 0.1),
+				attribute.Float64("gen_ai.latency.e2e", 1)))
+		s.End(trace.WithTimestamp(end))
 	}
-	return td
+	require.NoError(e.t, tr.FlushErr(e.t.Context()), "the collector refused an export of %s", service)
 }
 
 func scrapeText(t *testing.T, addr string) string {
@@ -89,14 +102,14 @@ func TestCardinalityBurstThenRealRequests(t *testing.T) {
 			"INFERPROF_METRICS_FLUSH_INTERVAL=200ms", "INFERPROF_METRICS_EXPIRATION=3s"),
 	})
 	otlp, prom := ports.Addr("otlp_http"), ports.Addr("prometheus")
-	var seq uint32
+	eng := newEngines(t, otlp)
 	junk := func(prefix string) func(int) string {
 		return func(i int) string { return prefix + strconv.Itoa(i) }
 	}
 	for i := range 5 {
-		postTraces(t, otlp, requestBatch("attacker", 1000, junk("junk-"+strconv.Itoa(i)+"-"), &seq))
+		eng.send("attacker", 1000, junk("junk-"+strconv.Itoa(i)+"-"))
 	}
-	postTraces(t, otlp, requestBatch("vllm", 1, func(int) string { return "llama-real" }, &seq))
+	eng.send("vllm", 1, func(int) string { return "llama-real" })
 	require.Eventually(t, func() bool {
 		return strings.Contains(scrapeText(t, prom), `gen_ai_request_model="llama-real"`)
 	}, 60*time.Second, 200*time.Millisecond, "another service's real request has no series of its own after the burst")
@@ -107,7 +120,7 @@ func TestCardinalityBurstThenRealRequests(t *testing.T) {
 	// The burst goes idle and expires; the bursting service's own real
 	// requests then get their model back.
 	require.Eventually(t, func() bool {
-		postTraces(t, otlp, requestBatch("attacker", 1, func(int) string { return "mistral-real" }, &seq))
+		eng.send("attacker", 1, func(int) string { return "mistral-real" })
 		return strings.Contains(scrapeText(t, prom), `gen_ai_request_model="mistral-real"`)
 	}, 60*time.Second, 500*time.Millisecond, "the bursting service's real request never got its model back")
 	assert.Equal(t, 1, strings.Count(c.Output(), "series limit reached"), "the overflow is logged once a minute at most")
@@ -116,7 +129,7 @@ func TestCardinalityBurstThenRealRequests(t *testing.T) {
 	// full scrape.
 	for s := range 5 {
 		svc := "filler-" + strconv.Itoa(s)
-		postTraces(t, otlp, requestBatch(svc, 260, junk(svc+"-"), &seq))
+		eng.send(svc, 260, junk(svc+"-"))
 	}
 	var scrape string
 	require.Eventually(t, func() bool {

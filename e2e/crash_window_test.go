@@ -38,16 +38,14 @@ func TestSIGKILLLossCounted(t *testing.T) {
 	// Load: 100-span batches every 20 ms at most (5,000 spans/s; 2,100/s
 	// under -race on this machine), each batch's acceptance time kept for
 	// the bound.
-	var (
-		seq  uint32
-		sent []time.Time
-	)
+	eng := newEngines(t, otlp)
+	var sent []time.Time
 	start := time.Now()
 	burst := func(batches int) {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for range batches {
-			postTraces(t, otlp, requestBatch("vllm", 100, func(int) string { return "llama" }, &seq))
+			eng.send("vllm", 100, func(int) string { return "llama" })
 			sent = append(sent, time.Now())
 			<-tick.C
 		}

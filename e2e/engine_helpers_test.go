@@ -79,6 +79,8 @@ func engineRun(t *testing.T, batches []string, wantSpans int) (ptrace.Traces, []
 	conn, err := grpc.NewClient(ports.Addr("otlp"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
+	// Not the SDK: the recorded fixtures go byte for byte (ids, timestamps,
+	// batches as the engine split them), which the goldens hold.
 	client := ptraceotlp.NewGRPCClient(conn)
 	for _, b := range batches {
 		_, err := client.Export(t.Context(), ptraceotlp.NewExportRequestFromTraces(spanFixture(t, b)))

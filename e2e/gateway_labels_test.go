@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,10 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
@@ -34,24 +32,20 @@ func TestGatewayLabelsAllowListOnly(t *testing.T) {
 	})
 	const unlisted = "app.customer_note"
 	const value = "unlisted-value-4711"
-	md := pmetric.NewMetrics()
-	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr("service.name", "vllm-labels")
+	// An application's own gauge, from the Go SDK's meter over OTLP/gRPC;
 	// target_info needs job and instance.
-	rm.Resource().Attributes().PutStr("service.instance.id", "vllm-labels-0")
-	rm.Resource().Attributes().PutStr("host.name", "gpu-7")
-	rm.Resource().Attributes().PutStr(unlisted, value)
-	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName("e2e.labels")
-	m.SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(7)
-
-	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(gwPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	app := e2etest.NewSDKMeter(t, e2etest.SDKOptions{Endpoint: "127.0.0.1:" + strconv.Itoa(gwPort),
+		Resource: []attribute.KeyValue{
+			attribute.String("service.name", "vllm-labels"), attribute.String("service.instance.id", "vllm-labels-0"),
+			attribute.String("host.name", "gpu-7"), attribute.String(unlisted, value),
+		}})
+	gauge, err := app.Meter("e2e").Int64Gauge("e2e.labels")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	client := pmetricotlp.NewGRPCClient(conn)
+	gauge.Record(t.Context(), 7)
 	require.Eventually(t, func() bool {
-		_, err := client.Export(t.Context(), pmetricotlp.NewExportRequestFromMetrics(md))
-		return err == nil
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		return app.ForceFlush(ctx) == nil
 	}, 30*time.Second, 100*time.Millisecond, "the gateway never accepted the metric")
 
 	// The OTLP export keeps the whole resource.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/otel/attribute"
+	otellog "go.opentelemetry.io/otel/log"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"
 	"github.com/inferprof/inferprof/internal/e2etest"
@@ -43,22 +43,21 @@ service:
       exporters: [debug, graphsignal]
 `
 
-// errorLogs is one OTLP request of n ERROR records whose messages are
-// unique across requests.
-func errorLogs(req, n int) plog.Logs {
-	ld := plog.NewLogs()
-	rl := ld.ResourceLogs().AppendEmpty()
-	rl.Resource().Attributes().PutStr("service.name", "vllm")
-	rl.Resource().Attributes().PutStr("host.name", "e2e-node")
-	lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
-	now := pcommon.NewTimestampFromTime(time.Now())
+// sendErrorLogs emits n ERROR records, whose messages are unique across
+// requests, with the Go SDK's logger and exports them in one OTLP/HTTP
+// request the collector must accept.
+func sendErrorLogs(t *testing.T, l *e2etest.Logger, req, n int) {
+	t.Helper()
+	logger := l.Logger("vllm.engine")
+	now := time.Now()
 	for i := 0; i < n; i++ {
-		lr := lrs.AppendEmpty()
-		lr.SetTimestamp(now)
-		lr.SetSeverityNumber(plog.SeverityNumberError)
-		lr.Body().SetStr("engine error " + strconv.Itoa(req*n+i))
+		var r otellog.Record
+		r.SetTimestamp(now)
+		r.SetSeverity(otellog.SeverityError)
+		r.SetBody(attribute.StringValue("engine error " + strconv.Itoa(req*n+i)))
+		logger.Emit(t.Context(), r)
 	}
-	return ld
+	l.Flush(t)
 }
 
 func uploadedMessages(srv *graphsignaltest.Server) map[string]int {
@@ -84,8 +83,10 @@ func TestGraphsignalLogsFanOutWithBatching(t *testing.T) {
 	c := e2etest.Start(t, e2etest.Options{Config: cfg, Env: []string{"GRAPHSIGNAL_ENDPOINT=" + srv.URL}})
 
 	const requests, per = 40, 25
+	engine := e2etest.NewSDKLogger(t, e2etest.SDKOptions{Endpoint: ports.Addr("otlp_http"), HTTP: true, BatchSize: per,
+		Resource: []attribute.KeyValue{attribute.String("service.name", "vllm"), attribute.String("host.name", "e2e-node")}})
 	for r := 0; r < requests; r++ {
-		postLogs(t, ports.Addr("otlp_http"), errorLogs(r, per))
+		sendErrorLogs(t, engine, r, per)
 	}
 	require.Eventually(t, func() bool {
 		return len(uploadedMessages(srv)) == requests*per || c.Exited()

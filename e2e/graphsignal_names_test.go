@@ -94,7 +94,8 @@ func kinetoTotals(t *testing.T, path string) (kernels float64, copies map[string
 func gpuUtilization(fraction float64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
-	// The device resource the nvml receiver writes (scraper.go fillResource).
+	// The device resource the nvml receiver writes (scraper.go fillResource):
+	// another collector's data, which no SDK sends.
 	a := rm.Resource().Attributes()
 	a.PutStr("host.name", "e2e-gpu-node")
 	a.PutStr("hw.id", "GPU-5a3f0c1e-8e2b-4c1d-9f7a-0123456789ab")

@@ -21,6 +21,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/otel/attribute"
+	otelmetric "go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/inferprof/inferprof/exporter/graphsignalexporter/graphsignaltest"
 	signalsv1 "github.com/inferprof/inferprof/exporter/graphsignalexporter/signalspb/v1"
@@ -53,7 +55,9 @@ func postLogs(t *testing.T, addr string, ld plog.Logs) {
 	postOTLP(t, "http://"+addr+"/v1/logs", b)
 }
 
-// engineMetrics is a cumulative counter and a gauge from one engine process.
+// engineMetrics is a cumulative counter and a gauge from one engine process,
+// as the prometheus receiver makes them of vLLM's /metrics (vLLM sends no
+// OTLP metrics; an SDK would neither name them vllm:* nor set their times).
 func engineMetrics(start, ts time.Time, tokens int64, kvUsage float64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
@@ -79,6 +83,7 @@ func engineMetrics(start, ts time.Time, tokens int64, kvUsage float64) pmetric.M
 	return md
 }
 
+// xidLog is the nvml receiver's XID event, a collector's record, no SDK's.
 func xidLog() plog.Logs {
 	ld := plog.NewLogs()
 	rl := ld.ResourceLogs().AppendEmpty()
@@ -281,19 +286,31 @@ service:
       exporters: [graphsignal]
 `
 
-// seqBatch is n gauge points whose values are unique across batches.
-func seqBatch(batch, n int) pmetric.Metrics {
-	md := pmetric.NewMetrics()
-	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName("e2e.seq")
-	dps := m.SetEmptyGauge().DataPoints()
+// seqSender is an application's gauge e2e.seq, one point per "point"
+// attribute, from the Go SDK's meter over OTLP/HTTP.
+type seqSender struct {
+	mp    *sdkmetric.MeterProvider
+	gauge otelmetric.Float64Gauge
+}
+
+func newSeqSender(t *testing.T, addr string) seqSender {
+	t.Helper()
+	mp := e2etest.NewSDKMeter(t, e2etest.SDKOptions{Endpoint: addr, HTTP: true,
+		Resource: []attribute.KeyValue{attribute.String("service.name", "e2e-seq")}})
+	g, err := mp.Meter("e2e").Float64Gauge("e2e.seq")
+	require.NoError(t, err)
+	return seqSender{mp: mp, gauge: g}
+}
+
+// send records n points whose values are unique across batches and
+// exports them in one request the collector must accept (a gauge keeps its
+// last value per attribute set: each export carries exactly these n).
+func (s seqSender) send(t *testing.T, batch, n int) {
+	t.Helper()
 	for i := 0; i < n; i++ {
-		dp := dps.AppendEmpty()
-		dp.SetTimestamp(pcommon.Timestamp(1 + batch))
-		dp.SetDoubleValue(float64(batch*n + i))
-		dp.Attributes().PutInt("point", int64(i))
+		s.gauge.Record(t.Context(), float64(batch*n+i), otelmetric.WithAttributes(attribute.Int("point", i)))
 	}
-	return md
+	require.NoError(t, s.mp.ForceFlush(t.Context()))
 }
 
 func seqSeen(srv *graphsignaltest.Server) map[float64]int {
@@ -320,8 +337,9 @@ func TestGraphsignalPersistentQueueSurvivesSIGKILL(t *testing.T) {
 
 	// Phase 1: the service works; the first batches are delivered.
 	const batches, per, delivered = 30, 10, 10
+	app := newSeqSender(t, ports.Addr("otlp_http"))
 	for b := 0; b < delivered; b++ {
-		postMetrics(t, ports.Addr("otlp_http"), seqBatch(b, per))
+		app.send(t, b, per)
 	}
 	require.Eventually(t, func() bool { return len(seqSeen(srv)) == delivered*per }, 30*time.Second, 20*time.Millisecond)
 
@@ -334,7 +352,7 @@ func TestGraphsignalPersistentQueueSurvivesSIGKILL(t *testing.T) {
 		return http.StatusServiceUnavailable, nil
 	})
 	for b := delivered; b < batches; b++ {
-		postMetrics(t, ports.Addr("otlp_http"), seqBatch(b, per))
+		app.send(t, b, per)
 	}
 	require.Eventually(t, func() bool { return failed.Load() >= 2 }, 30*time.Second, 20*time.Millisecond)
 	c.Kill()

@@ -203,6 +203,7 @@ func TestForeignHostIsRefused(t *testing.T) {
 		assert.Equal(t, http.StatusOK, get(tc.addr, tc.path, tc.addr), tc.path)
 	}
 
+	// OTLP JSON with a forged Host: no SDK sends either.
 	req := ptraceotlp.NewExportRequestFromTraces(ptrace.NewTraces())
 	js, err := req.MarshalJSON()
 	require.NoError(t, err)
@@ -270,6 +271,8 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	}
 	// Meanwhile, health and OTLP answer.
 	tracer := e2etest.NewTracer(t, ports.Addr("otlp_grpc"))
+	// A bare probe of the HTTP listener (an empty export, which no SDK sends)
+	// beside the SDK's gRPC client.
 	empty, err := ptraceotlp.NewExportRequestFromTraces(ptrace.NewTraces()).MarshalProto()
 	require.NoError(t, err)
 	for range 5 {
@@ -319,6 +322,8 @@ func TestShippedListenersAreGuarded(t *testing.T) {
 }
 
 // badModelSpan is a vLLM request span whose model is not UTF-8, or 10 MB.
+// Hand-built: the Go SDK's protobuf encoding refuses a string that is not
+// UTF-8 (TestGoSDKRefusesInvalidUTF8), so no SDK of ours could send it.
 func badModelSpans(models ...string) []byte {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

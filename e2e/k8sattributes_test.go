@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -238,6 +239,39 @@ func metricFrom(t *testing.T, conf *confmap.Conf, name string, res map[string]an
 	require.NoError(t, podChain{t, conf}.metrics(sink).ConsumeMetrics(context.Background(), md))
 	require.Len(t, sink.AllMetrics(), 1)
 	return sink.AllMetrics()[0].ResourceMetrics().At(0).Resource().Attributes()
+}
+
+// requestTrace is one vLLM llm_request span (vllm/tracing.py attribute
+// names) in its own trace, numbered i: pdata for the in-process chain, no
+// OTLP client.
+func requestTrace(i int, now time.Time) (ptrace.Traces, pcommon.TraceID) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "vllm")
+	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	var tid pcommon.TraceID
+	binary.BigEndian.PutUint64(tid[:8], 0x6661696c6f766572) // "failover"
+	binary.BigEndian.PutUint64(tid[8:], uint64(i)+1)
+	var sid pcommon.SpanID
+	binary.BigEndian.PutUint64(sid[:], uint64(i)+1)
+	s.SetTraceID(tid)
+	s.SetSpanID(sid)
+	s.SetName("llm_request")
+	s.SetKind(ptrace.SpanKindServer)
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(now.Add(-time.Second)))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(now))
+	a := s.Attributes()
+	a.PutStr("gen_ai.request.id", fmt.Sprintf("cmpl-failover-%d", i))
+	a.PutStr("gen_ai.response.model", "meta-llama/Llama-3.1-8B-Instruct")
+	a.PutInt("gen_ai.usage.prompt_tokens", 16)
+	a.PutInt("gen_ai.usage.completion_tokens", 8)
+	a.PutDouble("gen_ai.latency.time_in_queue", 0.01)
+	a.PutDouble("gen_ai.latency.time_to_first_token", 0.1)
+	a.PutDouble("gen_ai.latency.e2e", 1.0)
+	a.PutDouble("gen_ai.latency.time_in_model_prefill", 0.05)
+	a.PutDouble("gen_ai.latency.time_in_model_decode", 0.85)
+	a.PutDouble("gen_ai.latency.time_in_model_inference", 0.9)
+	return td, tid
 }
 
 // engineStepSpan is one engine.step span with the resource the engine_step

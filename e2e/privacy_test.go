@@ -228,9 +228,10 @@ func TestPromptsReachNoExporter(t *testing.T) {
 			c := e2etest.Start(t, e2etest.Options{ConfigFiles: []string{shippedConfig(cfg)}, Env: env})
 
 			otlp := ports.Addr("otlp_http")
-			postTraces(t, otlp, contentSpan(time.Now().Add(-2*time.Second)))
-			postLogs(t, otlp, contentLogs())
-			postMetrics(t, otlp, contentMetrics())
+			// Built in the instrumentations' shapes, sent with the Go SDK.
+			sdkSendTraces(t, otlp, contentSpan(time.Now().Add(-2*time.Second)))
+			sdkSendLogs(t, otlp, contentLogs())
+			sdkSendGauges(t, otlp, contentMetrics())
 
 			tracesPath := filepath.Join(dataDir, "inferprof-traces.jsonl")
 			var scrape, signals string

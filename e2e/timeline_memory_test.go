@@ -46,7 +46,8 @@ func vmHWM(t *testing.T, pid int) int64 {
 }
 
 // kernelSpans is a batch of n sampled kernel spans, the timeline's cheapest
-// and most numerous records, ending before now.
+// and most numerous records, ending before now. Hand-built: they are the
+// cupti receiver's records, made inside a collector, which no SDK sends.
 func kernelSpans(n, seq int, now time.Time) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

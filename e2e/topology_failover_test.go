@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
@@ -52,36 +51,24 @@ func writeHosts(t *testing.T, path string, ips ...string) {
 	require.NoError(t, f.Close())
 }
 
-// requestTrace is one vLLM llm_request span (vllm/tracing.py attribute
-// names) in its own trace, numbered i.
-func requestTrace(i int, now time.Time) (ptrace.Traces, pcommon.TraceID) {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr("service.name", "vllm")
-	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
-	var tid pcommon.TraceID
-	binary.BigEndian.PutUint64(tid[:8], 0x6661696c6f766572) // "failover"
-	binary.BigEndian.PutUint64(tid[8:], uint64(i)+1)
-	var sid pcommon.SpanID
-	binary.BigEndian.PutUint64(sid[:], uint64(i)+1)
-	s.SetTraceID(tid)
-	s.SetSpanID(sid)
-	s.SetName("llm_request")
-	s.SetKind(ptrace.SpanKindServer)
-	s.SetStartTimestamp(pcommon.NewTimestampFromTime(now.Add(-time.Second)))
-	s.SetEndTimestamp(pcommon.NewTimestampFromTime(now))
-	a := s.Attributes()
-	a.PutStr("gen_ai.request.id", fmt.Sprintf("cmpl-failover-%d", i))
-	a.PutStr("gen_ai.response.model", "meta-llama/Llama-3.1-8B-Instruct")
-	a.PutInt("gen_ai.usage.prompt_tokens", 16)
-	a.PutInt("gen_ai.usage.completion_tokens", 8)
-	a.PutDouble("gen_ai.latency.time_in_queue", 0.01)
-	a.PutDouble("gen_ai.latency.time_to_first_token", 0.1)
-	a.PutDouble("gen_ai.latency.e2e", 1.0)
-	a.PutDouble("gen_ai.latency.time_in_model_prefill", 0.05)
-	a.PutDouble("gen_ai.latency.time_in_model_decode", 0.85)
-	a.PutDouble("gen_ai.latency.time_in_model_inference", 0.9)
-	return td, tid
+// failoverRequest is one vLLM llm_request span (vllm/tracing.py attribute
+// names), numbered i, ending now.
+func failoverRequest(i int, now time.Time) e2etest.SpanSpec {
+	return e2etest.SpanSpec{
+		Name: "llm_request", Kind: trace.SpanKindServer, Start: now.Add(-time.Second), End: now,
+		Attributes: []attribute.KeyValue{
+			attribute.String("gen_ai.request.id", fmt.Sprintf("cmpl-failover-%d", i)),
+			attribute.String("gen_ai.response.model", "meta-llama/Llama-3.1-8B-Instruct"),
+			attribute.Int("gen_ai.usage.prompt_tokens", 16),
+			attribute.Int("gen_ai.usage.completion_tokens", 8),
+			attribute.Float64("gen_ai.latency.time_in_queue", 0.01),
+			attribute.Float64("gen_ai.latency.time_to_first_token", 0.1),
+			attribute.Float64("gen_ai.latency.e2e", 1.0),
+			attribute.Float64("gen_ai.latency.time_in_model_prefill", 0.05),
+			attribute.Float64("gen_ai.latency.time_in_model_decode", 0.85),
+			attribute.Float64("gen_ai.latency.time_in_model_inference", 0.9),
+		},
+	}
 }
 
 // TestTopologyGatewayKilledMidStream streams requests through one agent to
@@ -107,7 +94,10 @@ func TestTopologyGatewayKilledMidStream(t *testing.T) {
 		Env: gatewayEnv(t, ports, "gw2", "127.0.0.3", gwPort, sink.Endpoint)})
 	agent := e2etest.Start(t, e2etest.Options{ConfigFiles: []string{shippedConfig("agent.yaml")}, Wrapper: wrapper,
 		Env: agentEnv(t, ports, "agent", gatewayName, gwPort, fmt.Sprintf("127.0.0.2:%d", gwPort))})
-	client := traceClient(t, ports.Addr("agent_grpc"))
+	// The engine's own exporter: the Go SDK over OTLP/gRPC, one export per
+	// request, each required accepted.
+	engine := e2etest.NewSDKTracer(t, e2etest.SDKOptions{Endpoint: ports.Addr("agent_grpc"),
+		Resource: e2etest.EngineResource("vllm", "vllm-0")})
 
 	const total, killAt = 400, 250
 	sent := make([]time.Time, total)
@@ -122,10 +112,9 @@ func TestTopologyGatewayKilledMidStream(t *testing.T) {
 			writeHosts(t, hosts, "127.0.0.2")
 			killed = time.Now()
 		}
-		td, tid := requestTrace(i, time.Now())
-		ids[i], sent[i] = tid, time.Now()
-		_, err := client.Export(t.Context(), ptraceotlp.NewExportRequestFromTraces(td))
-		require.NoError(t, err, "the agent refused request %d", i)
+		sc := engine.Send(t.Context(), "vllm.llm_engine", failoverRequest(i, time.Now()))
+		ids[i], sent[i] = pcommon.TraceID(sc.TraceID()), time.Now()
+		require.NoError(t, engine.FlushErr(t.Context()), "the agent refused request %d", i)
 	}
 
 	arrived := func() map[pcommon.TraceID]bool {

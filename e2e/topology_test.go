@@ -87,6 +87,8 @@ service:
       exporters: [prometheus, otlp_grpc/reference]
 `
 
+// traceClient is pdata's gRPC client, not the SDK: it sends the recorded
+// fixtures byte for byte, whose ids and timestamps the goldens hold.
 func traceClient(t *testing.T, endpoint string) ptraceotlp.GRPCClient {
 	t.Helper()
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -225,7 +225,7 @@ func feedTraffic(t *testing.T, ports *e2etest.Ports, sockDir string) traffic {
 }
 
 // gpuMetrics follows the nvml receiver's device resource (scraper.go
-// fillResource) and its hw.gpu.* gauges.
+// fillResource) and its hw.gpu.* gauges: a collector's data, no SDK's.
 func (tr traffic) gpuMetrics(ts time.Time) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()

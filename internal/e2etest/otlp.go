@@ -24,24 +24,27 @@ import (
 // Sink is a real OTLP/gRPC server on loopback that keeps what the collector
 // under test exports to it. It is core's otlp receiver feeding test sinks.
 type Sink struct {
-	Endpoint string
-	Traces   *consumertest.TracesSink
-	Metrics  *consumertest.MetricsSink
-	Logs     *consumertest.LogsSink
+	Endpoint     string // OTLP/gRPC
+	HTTPEndpoint string // OTLP/HTTP
+	Traces       *consumertest.TracesSink
+	Metrics      *consumertest.MetricsSink
+	Logs         *consumertest.LogsSink
 }
 
 // NewSink starts a sink on a free loopback port; it stops when the test ends.
 func NewSink(tb testing.TB) *Sink {
 	tb.Helper()
 	s := &Sink{
-		Endpoint: "127.0.0.1:" + itoa(FreePort(tb)),
-		Traces:   new(consumertest.TracesSink),
-		Metrics:  new(consumertest.MetricsSink),
-		Logs:     new(consumertest.LogsSink),
+		Endpoint:     "127.0.0.1:" + itoa(FreePort(tb)),
+		HTTPEndpoint: "127.0.0.1:" + itoa(FreePort(tb)),
+		Traces:       new(consumertest.TracesSink),
+		Metrics:      new(consumertest.MetricsSink),
+		Logs:         new(consumertest.LogsSink),
 	}
 	f := otlpreceiver.NewFactory()
 	cfg := f.CreateDefaultConfig().(*otlpreceiver.Config)
 	cfg.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = s.Endpoint
+	cfg.Protocols.HTTP.GetOrInsertDefault().ServerConfig.NetAddr.Endpoint = s.HTTPEndpoint
 	set := receivertest.NewNopSettings(f.Type())
 	ctx := context.Background()
 	// The otlp receiver shares one server per config across signals.
@@ -77,7 +80,8 @@ type SpanSpec struct {
 // Tracer sends spans over OTLP/gRPC with the OpenTelemetry Go SDK, the way
 // vLLM's Python SDK does: a BatchSpanProcessor and the gRPC exporter.
 type Tracer struct {
-	tp *sdktrace.TracerProvider
+	tp   *sdktrace.TracerProvider
+	errs *exportErrors // NewSDKTracer's
 }
 
 // NewTracer returns a tracer exporting to endpoint (host:port) with the given
