@@ -30,10 +30,5 @@ func (cfg *Config) validateMinimums() []error {
 	}
 	add(confdur.Min("sglang_join.wait", cfg.SGLangJoin.Wait, minWait))
 	add(confdur.Min("sglang_join.stage_ttl", cfg.SGLangJoin.StageTTL, minWindow))
-	add(confdur.Min("agents.wait", cfg.Agents.Wait, minWait))
-	add(confdur.Min("agents.engine_wait", cfg.Agents.EngineWait, minWait))
-	add(confdur.Min("agents.max_hold", cfg.Agents.MaxHold, minWindow))
-	add(confdur.Min("agents.conversation_idle", cfg.Agents.ConversationIdle, minWindow))
-	add(confdur.Min("cost.share_window", cfg.Cost.ShareWindow, minWindow))
 	return errs
 }
