@@ -50,5 +50,5 @@ BENCH_TARGETS += bench-agents
 ## whole agent run.
 bench-agents: $(BENCHSTAT)
 	@mkdir -p $(BENCH_OUT)
-	$(GO) test -run '^$$' -bench '^(BenchmarkNonAgentSpans|BenchmarkAgentRun)$$' -cpu 1 -count $(BENCHCOUNT) ./processor/inferenceprocessor/ | tee $(BENCH_OUT)/agents.txt
+	$(GO) test -run '^$$' -bench '^(BenchmarkNonAgentSpans|BenchmarkAgentRun)$$' -cpu 1 -count $(BENCHCOUNT) ./processor/agentrunprocessor/ | tee $(BENCH_OUT)/agents.txt
 	$(BENCHSTAT) -col /agents -filter '.name:NonAgentSpans' $(BENCH_OUT)/agents.txt
