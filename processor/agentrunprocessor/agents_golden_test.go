@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/inferprof/inferprof/internal/names"
@@ -73,12 +74,12 @@ func permutations(s []string) [][]string {
 // turn2 "" is a case of one turn.
 func runConversation(t *testing.T, order []string, turn2 string) []goldenSpan {
 	t.Helper()
-	return runConversationPhases(t, order, turn2, true)
+	return flatten(runConversationPhases(t, order, turn2, true)...)
 }
 
 // runConversationPhases is runConversation with the inference processor's
 // phase_spans set.
-func runConversationPhases(t *testing.T, order []string, turn2 string, phaseSpans bool) []goldenSpan {
+func runConversationPhases(t *testing.T, order []string, turn2 string, phaseSpans bool) []ptrace.Traces {
 	t.Helper()
 	cfg := agentGoldenConfig()
 	h := newHarnessPhases(t, cfg, processortest.NewNopSettings(metadata.Type), phaseSpans)
@@ -93,14 +94,14 @@ func runConversationPhases(t *testing.T, order []string, turn2 string, phaseSpan
 		h.now = h.now.Add(cfg.Agents.Wait)
 		h.p.expire(t.Context(), h.now)
 	}
-	return h.finish(t)
+	return h.finishTraces(t)
 }
 
 func TestGoldenAgents(t *testing.T) {
 	for _, tc := range agentCases {
 		for i, order := range permutations(tc.turn1) {
 			t.Run(fmt.Sprintf("%s/order %d", tc.name, i), func(t *testing.T) {
-				got := runConversation(t, order, tc.turn2)
+				got := runConversationPhases(t, order, tc.turn2, true)
 				if i > 0 && *update {
 					*update = false
 					defer func() { *update = true }()
@@ -125,7 +126,7 @@ func TestAgentFiguresWithoutPhaseSpans(t *testing.T) {
 					want = append(want, s)
 				}
 			}
-			got := runConversationPhases(t, tc.turn1, tc.turn2, false)
+			got := flatten(runConversationPhases(t, tc.turn1, tc.turn2, false)...)
 			require.NotEmpty(t, got)
 			assert.Equal(t, want, got)
 		})
@@ -141,12 +142,13 @@ var langchainBatches = []string{"agents_langchain_a", "agents_langchain_b"}
 func TestGoldenLangChainAgent(t *testing.T) {
 	for i, order := range permutations(langchainBatches) {
 		t.Run(fmt.Sprintf("order %d", i), func(t *testing.T) {
-			got := runConversation(t, order, "")
+			out := runConversationPhases(t, order, "", true)
 			if i > 0 && *update {
 				*update = false
 				defer func() { *update = true }()
 			}
-			checkGolden(t, "agents_langchain", got)
+			checkGolden(t, "agents_langchain", out)
+			got := flatten(out...)
 
 			t1 := turn1
 			run := spanNamed(t, got, "AgentExecutor.workflow", t1.agent.id).Attributes

@@ -4,7 +4,6 @@
 package agentrunprocessor
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -12,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatautil"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -23,10 +25,11 @@ import (
 	"github.com/inferprof/inferprof/processor/privacyprocessor"
 )
 
-// Regenerate the golden files with: go test -run TestGolden -update
-// and review the diff: every figure in them is checked by hand in
+// Regenerate the golden files with: go test -run TestGolden -update (each
+// written file fails its test, as pkg/golden does; run again without
+// -update) and review the diff: every figure in them is checked by hand in
 // agents_test.go too.
-var update = flag.Bool("update", false, "rewrite testdata/golden/*.json from the processor's output")
+var update = flag.Bool("update", false, "rewrite testdata/golden/*.yaml from the processor's output")
 
 // goldenSpan is an order-independent, readable form of one output span, for
 // the tests that look at one span's attributes.
@@ -151,21 +154,82 @@ func (h *harness) consume(tb testing.TB, td ptrace.Traces) {
 // finish shuts down (releasing anything still held) and returns the output.
 func (h *harness) finish(tb testing.TB) []goldenSpan {
 	tb.Helper()
-	require.NoError(tb, h.infer.Shutdown(tb.Context()))
-	require.NoError(tb, h.tp.Shutdown(tb.Context()))
-	return flatten(h.sink.AllTraces()...)
+	return flatten(h.finishTraces(tb)...)
 }
 
-func checkGolden(t *testing.T, file string, got []goldenSpan) {
+// finishTraces is finish's output as the batches the sink got.
+func (h *harness) finishTraces(tb testing.TB) []ptrace.Traces {
+	tb.Helper()
+	require.NoError(tb, h.infer.Shutdown(tb.Context()))
+	require.NoError(tb, h.tp.Shutdown(tb.Context()))
+	return h.sink.AllTraces()
+}
+
+// checkGolden compares the output with testdata/golden/<file>.yaml in
+// contrib's pkg/golden format, by ptracetest. The batches are merged first,
+// one resource and scope each (canonical): how the processor splits its
+// output into batches depends on the order its input came in, and no figure
+// does.
+func checkGolden(t *testing.T, file string, got []ptrace.Traces) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", file+".json")
-	b, err := json.MarshalIndent(got, "", "  ")
-	require.NoError(t, err)
+	path := filepath.Join("testdata", "golden", file+".yaml")
+	td := canonical(got...)
 	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o600))
+		require.NoError(t, golden.WriteTraces(t, path, td))
 	}
-	want, err := os.ReadFile(path)
+	want, err := golden.ReadTraces(path)
 	require.NoError(t, err)
-	require.JSONEq(t, string(want), string(b))
+	require.NoError(t, ptracetest.CompareTraces(want, td,
+		ptracetest.IgnoreResourceSpansOrder(), ptracetest.IgnoreScopeSpansOrder(), ptracetest.IgnoreSpansOrder()))
+}
+
+// canonical merges batches into one, a ResourceSpans per resource and a
+// ScopeSpans per scope, spans in (start, name, id) order.
+func canonical(tds ...ptrace.Traces) ptrace.Traces {
+	out := ptrace.NewTraces()
+	type scopeKey struct {
+		res        [16]byte
+		name, vers string
+	}
+	resources := map[[16]byte]ptrace.ResourceSpans{}
+	scopes := map[scopeKey]ptrace.ScopeSpans{}
+	for _, td := range tds {
+		for _, rs := range td.ResourceSpans().All() {
+			rk := pdatautil.MapHash(rs.Resource().Attributes())
+			ors, ok := resources[rk]
+			if !ok {
+				ors = out.ResourceSpans().AppendEmpty()
+				rs.Resource().CopyTo(ors.Resource())
+				ors.SetSchemaUrl(rs.SchemaUrl())
+				resources[rk] = ors
+			}
+			for _, ss := range rs.ScopeSpans().All() {
+				sk := scopeKey{rk, ss.Scope().Name(), ss.Scope().Version()}
+				oss, ok := scopes[sk]
+				if !ok {
+					oss = ors.ScopeSpans().AppendEmpty()
+					ss.Scope().CopyTo(oss.Scope())
+					oss.SetSchemaUrl(ss.SchemaUrl())
+					scopes[sk] = oss
+				}
+				for _, s := range ss.Spans().All() {
+					s.CopyTo(oss.Spans().AppendEmpty())
+				}
+			}
+		}
+	}
+	for _, rs := range out.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			ss.Spans().Sort(func(a, b ptrace.Span) bool {
+				if a.StartTimestamp() != b.StartTimestamp() {
+					return a.StartTimestamp() < b.StartTimestamp()
+				}
+				if a.Name() != b.Name() {
+					return a.Name() < b.Name()
+				}
+				return a.SpanID().String() < b.SpanID().String()
+			})
+		}
+	}
+	return out
 }
