@@ -1,17 +1,21 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agentrunprocessor
+package agentrunprocessor // import "github.com/inferprof/inferprof/processor/agentrunprocessor"
 
 import (
 	"context"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 
+	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
@@ -19,10 +23,37 @@ import (
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/genai"
+	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 )
 
 // Reasons counted in processor_agent_run_incomplete.
 var incompleteReasons = []string{"timeout", "evicted", "truncated", "cycle", "unjoined", "conversation_evicted"}
+
+// warnEvery is how often a warning of one kind is repeated after its first
+// (internal/loglimit).
+const warnEvery = time.Minute
+
+type agentRunProcessor struct {
+	logger *zap.Logger
+	next   consumer.Traces
+	tel    *metadata.TelemetryBuilder
+	agents *agent.Assembler // nil when agents.enabled is false
+	pricer *cost.Pricer     // nil when nothing is priced
+
+	// warn rate-limits the warning about refused releases.
+	warn *loglimit.Limiter
+
+	// for tests
+	now  func() time.Time
+	tick time.Duration
+
+	// Precomputed metric options, so counting allocates nothing.
+	incompleteOpts map[string][]metric.AddOption // by reason
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
 
 // batchState is what one batch collects for the agent assembly.
 type batchState struct {
@@ -33,36 +64,6 @@ type batchState struct {
 	plain   []ptrace.Span
 	out     []agent.Release // held spans released while the batch ran
 	touched bool            // the batch gave the assembly something
-}
-
-func newAssembler(cfg *Config, pricer *cost.Pricer) *agent.Assembler {
-	ag := cfg.Agents
-	return agent.New(agent.Settings{
-		Wait: ag.Wait, MaxHold: ag.MaxHold, EngineWait: ag.EngineWait,
-		MaxSpans: ag.MaxSpans, MaxSpansPerTrace: ag.MaxSpansPerTrace,
-		MaxConversations: ag.MaxConversations, ConversationIdle: ag.ConversationIdle,
-		Pricer: pricer,
-	})
-}
-
-func newPricer(cfg *Config) *cost.Pricer {
-	set := cost.Settings{
-		Prices: map[string]cost.Price{}, GPUs: map[string]cost.GPUPrice{},
-		DefaultGPU: cfg.Cost.GPU, DefaultGPUCount: cfg.Cost.GPUCount,
-		ShareWindow: cfg.Cost.ShareWindow, MaxInstances: cfg.Cost.MaxInstances,
-		MaxRecordsPerInstance: 1 << 20,
-	}
-	for model, pc := range cfg.Prices {
-		pr := cost.Price{Input: *pc.Input, Output: *pc.Output, Currency: pc.Currency}
-		if pc.CachedInput != nil {
-			pr.CachedInput, pr.HasCached = *pc.CachedInput, true
-		}
-		set.Prices[model] = pr
-	}
-	for gpu, gc := range cfg.GPUHourPrice {
-		set.GPUs[gpu] = cost.GPUPrice{Hour: *gc.Price, Currency: gc.Currency}
-	}
-	return cost.New(set)
 }
 
 // genaiSpan classifies a span no engine wrote. An agent run or a model call
@@ -283,5 +284,14 @@ func reasonOpts(reasons []string) map[string][]metric.AddOption {
 func (p *agentRunProcessor) expire(ctx context.Context, now time.Time) {
 	if p.agents != nil {
 		p.sendAgentReleases(ctx, p.agents.Expire(now))
+	}
+}
+
+// giveUp counts and reports spans the next consumer would not take.
+func (p *agentRunProcessor) giveUp(ctx context.Context, td ptrace.Traces, err error) {
+	p.tel.ProcessorAgentRunReleaseFailures.Add(ctx, int64(td.SpanCount()))
+	if suppressed, ok := p.warn.Allow("release_refused", p.now()); ok {
+		p.logger.Warn("Next consumer refused spans the agent assembly had held back; they are lost (otelcol_processor_agent_run_release_failures)",
+			zap.Int("spans", td.SpanCount()), zap.Int("similar_suppressed", suppressed), zap.Error(err))
 	}
 }

@@ -45,7 +45,7 @@ func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 
 // Validate checks the configuration; each message names its YAML key.
 func (cfg *Config) Validate() error {
-	errs := cfg.validateAgents()
+	errs := validateAgents(cfg.Agents, cfg.Prices, cfg.GPUHourPrice, cfg.Cost)
 	errs = append(errs, cfg.validateMinimums()...)
 	return errors.Join(errs...)
 }

@@ -1,7 +1,7 @@
 // Copyright The inferprof Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agentrunprocessor
+package agentrunprocessor // import "github.com/inferprof/inferprof/processor/agentrunprocessor"
 
 import (
 	"errors"
@@ -108,9 +108,12 @@ type CostConfig struct {
 	_ struct{}
 }
 
-func (cfg *Config) validateAgents() []error {
+// validateAgents checks the agents, prices, gpu_hour_price and cost keys. A
+// function of the sections rather than a method of Config, so this file
+// needs nothing of config.go, which calls it.
+func validateAgents(ag AgentsConfig, prices map[string]PriceConfig, gpuHour map[string]GPUPriceConfig, c CostConfig) []error {
 	var errs []error
-	if ag := cfg.Agents; ag.Enabled {
+	if ag.Enabled {
 		if ag.Wait < 0 {
 			errs = append(errs, errors.New("agents.wait must not be negative"))
 		}
@@ -136,8 +139,8 @@ func (cfg *Config) validateAgents() []error {
 			errs = append(errs, errors.New("agents.conversation_idle must be positive"))
 		}
 	}
-	for _, model := range sortedKeys(cfg.Prices) {
-		p := cfg.Prices[model]
+	for _, model := range sortedKeys(prices) {
+		p := prices[model]
 		key := fmt.Sprintf("prices[%q]", model)
 		if strings.TrimSpace(model) == "" {
 			errs = append(errs, errors.New("prices: a model name must not be empty"))
@@ -149,8 +152,8 @@ func (cfg *Config) validateAgents() []error {
 			errs = append(errs, fmt.Errorf("%s.currency is required: no currency is assumed", key))
 		}
 	}
-	for _, gpu := range sortedKeys(cfg.GPUHourPrice) {
-		p := cfg.GPUHourPrice[gpu]
+	for _, gpu := range sortedKeys(gpuHour) {
+		p := gpuHour[gpu]
 		key := fmt.Sprintf("gpu_hour_price[%q]", gpu)
 		if strings.TrimSpace(gpu) == "" {
 			errs = append(errs, errors.New("gpu_hour_price: a GPU name must not be empty"))
@@ -160,18 +163,18 @@ func (cfg *Config) validateAgents() []error {
 			errs = append(errs, fmt.Errorf("%s.currency is required: no currency is assumed", key))
 		}
 	}
-	if c := cfg.Cost; c.GPU != "" {
-		if _, ok := cfg.GPUHourPrice[c.GPU]; !ok {
+	if c.GPU != "" {
+		if _, ok := gpuHour[c.GPU]; !ok {
 			errs = append(errs, fmt.Errorf("cost.gpu %q has no entry in gpu_hour_price", c.GPU))
 		}
 	}
-	if cfg.Cost.GPUCount <= 0 {
+	if c.GPUCount <= 0 {
 		errs = append(errs, errors.New("cost.gpu_count must be positive"))
 	}
-	if cfg.Cost.ShareWindow <= 0 {
+	if c.ShareWindow <= 0 {
 		errs = append(errs, errors.New("cost.share_window must be positive"))
 	}
-	if cfg.Cost.MaxInstances <= 0 {
+	if c.MaxInstances <= 0 {
 		errs = append(errs, errors.New("cost.max_instances must be positive"))
 	}
 	return errs

@@ -5,7 +5,6 @@ package agentrunprocessor // import "github.com/inferprof/inferprof/processor/ag
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -14,7 +13,6 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/otel/metric"
-	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/request"
@@ -23,32 +21,6 @@ import (
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 )
-
-// warnEvery is how often a warning of one kind is repeated after its first
-// (internal/loglimit).
-const warnEvery = time.Minute
-
-type agentRunProcessor struct {
-	logger *zap.Logger
-	next   consumer.Traces
-	tel    *metadata.TelemetryBuilder
-	agents *agent.Assembler // nil when agents.enabled is false
-	pricer *cost.Pricer     // nil when nothing is priced
-
-	// warn rate-limits the warning about refused releases.
-	warn *loglimit.Limiter
-
-	// for tests
-	now  func() time.Time
-	tick time.Duration
-
-	// Precomputed metric options, so counting allocates nothing.
-	incompleteOpts map[string][]metric.AddOption // by reason
-
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-}
 
 func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*agentRunProcessor, error) {
 	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
@@ -76,6 +48,36 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*a
 		}
 	}
 	return p, nil
+}
+
+func newAssembler(cfg *Config, pricer *cost.Pricer) *agent.Assembler {
+	ag := cfg.Agents
+	return agent.New(agent.Settings{
+		Wait: ag.Wait, MaxHold: ag.MaxHold, EngineWait: ag.EngineWait,
+		MaxSpans: ag.MaxSpans, MaxSpansPerTrace: ag.MaxSpansPerTrace,
+		MaxConversations: ag.MaxConversations, ConversationIdle: ag.ConversationIdle,
+		Pricer: pricer,
+	})
+}
+
+func newPricer(cfg *Config) *cost.Pricer {
+	set := cost.Settings{
+		Prices: map[string]cost.Price{}, GPUs: map[string]cost.GPUPrice{},
+		DefaultGPU: cfg.Cost.GPU, DefaultGPUCount: cfg.Cost.GPUCount,
+		ShareWindow: cfg.Cost.ShareWindow, MaxInstances: cfg.Cost.MaxInstances,
+		MaxRecordsPerInstance: 1 << 20,
+	}
+	for model, pc := range cfg.Prices {
+		pr := cost.Price{Input: *pc.Input, Output: *pc.Output, Currency: pc.Currency}
+		if pc.CachedInput != nil {
+			pr.CachedInput, pr.HasCached = *pc.CachedInput, true
+		}
+		set.Prices[model] = pr
+	}
+	for gpu, gc := range cfg.GPUHourPrice {
+		set.GPUs[gpu] = cost.GPUPrice{Hour: *gc.Price, Currency: gc.Currency}
+	}
+	return cost.New(set)
 }
 
 // tickFor is how often held spans are checked: a few times per wait, so a
@@ -192,13 +194,4 @@ func (p *agentRunProcessor) processTraces(ctx context.Context, td ptrace.Traces)
 		return td, processorhelper.ErrSkipProcessingData
 	}
 	return td, nil
-}
-
-// giveUp counts and reports spans the next consumer would not take.
-func (p *agentRunProcessor) giveUp(ctx context.Context, td ptrace.Traces, err error) {
-	p.tel.ProcessorAgentRunReleaseFailures.Add(ctx, int64(td.SpanCount()))
-	if suppressed, ok := p.warn.Allow("release_refused", p.now()); ok {
-		p.logger.Warn("Next consumer refused spans the agent assembly had held back; they are lost (otelcol_processor_agent_run_release_failures)",
-			zap.Int("spans", td.SpanCount()), zap.Int("similar_suppressed", suppressed), zap.Error(err))
-	}
 }

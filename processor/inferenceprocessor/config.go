@@ -141,6 +141,6 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, errors.New("lora_attributes must not contain an empty key"))
 		}
 	}
-	errs = append(errs, cfg.validateMinimums()...)
+	errs = append(errs, validateMinimums(cfg.SGLangJoin.Wait, cfg.SGLangJoin.StageTTL)...)
 	return errors.Join(errs...)
 }

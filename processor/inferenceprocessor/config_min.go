@@ -19,16 +19,18 @@ const (
 	minWindow = time.Second
 )
 
-// validateMinimums checks every duration that is set (0 keeps its own
-// meaning: off, or the check above) against its minimum.
-func (cfg *Config) validateMinimums() []error {
+// validateMinimums checks every duration of the join that is set (0 keeps
+// its own meaning: off, or the check above) against its minimum. A function
+// of the durations rather than a method of Config, so this file needs nothing
+// of config.go, which calls it.
+func validateMinimums(joinWait, stageTTL time.Duration) []error {
 	var errs []error
 	add := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	add(confdur.Min("sglang_join.wait", cfg.SGLangJoin.Wait, minWait))
-	add(confdur.Min("sglang_join.stage_ttl", cfg.SGLangJoin.StageTTL, minWindow))
+	add(confdur.Min("sglang_join.wait", joinWait, minWait))
+	add(confdur.Min("sglang_join.stage_ttl", stageTTL, minWindow))
 	return errs
 }
