@@ -52,7 +52,8 @@ receivers:
 processors:
   privacy: {}
   step_figures: {}
-  inference:
+  inference: {}
+  agent_run:
     agents:
       wait: 300ms
       engine_wait: 20s
@@ -75,7 +76,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [privacy, step_figures, inference]
+      processors: [privacy, step_figures, inference, agent_run]
       exporters: [inference_metrics, otlp_grpc]
     metrics:
       receivers: [inference_metrics]

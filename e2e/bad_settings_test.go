@@ -36,14 +36,16 @@ func TestBadFlushIntervalIsRefused(t *testing.T) {
 
 // TestOldInferenceKeysNameTheirNewComponent: a config written before the
 // inference processor was split (its privacy block, its engine_steps and gpu
-// blocks, the agent tier's defer_figures) stops startup, and the error names
-// the component that does the job now.
+// blocks, the agent tier's defer_figures, its agents and prices) stops
+// startup, and the error names the component that does the job now.
 func TestOldInferenceKeysNameTheirNewComponent(t *testing.T) {
 	for name, tc := range map[string]struct{ overlay, want string }{
 		"privacy":       {"processors:\n  inference:\n    privacy:\n      keep_content: false\n", "content removal is the privacy processor's job"},
 		"engine_steps":  {"processors:\n  inference:\n    engine_steps:\n      enabled: false\n", "the step_figures processor's job"},
 		"gpu":           {"processors:\n  inference:\n    gpu:\n      wait: 2s\n", "the step_figures processor's job"},
 		"defer_figures": {"processors:\n  inference:\n    defer_figures: true\n", "a node agent runs the step_figures processor in place of inference"},
+		"agents":        {"processors:\n  inference:\n    agents:\n      wait: 1s\n", "agent runs and cost are the agent_run processor's job"},
+		"prices":        {"processors:\n  inference:\n    prices:\n      m: {input: 1, output: 2, currency: USD}\n", "agent runs and cost are the agent_run processor's job"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ports := e2etest.NewPorts(t)

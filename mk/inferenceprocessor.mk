@@ -41,14 +41,3 @@ bench-inference-compare: $(BENCHSTAT)
 	git worktree remove --force $(BENCH_OUT)/base
 	$(BENCHSTAT) $(BENCH_OUT)/cmp-pipeline-base.txt $(BENCH_OUT)/cmp-pipeline-new.txt
 	$(BENCHSTAT) $(BENCH_OUT)/cmp-proc-base.txt $(BENCH_OUT)/cmp-proc-new.txt
-
-.PHONY: bench-agents
-BENCH_TARGETS += bench-agents
-
-## bench-agents: the agent assembly's cost on spans no engine or GenAI
-## instrumentation wrote, assembly on against off in the same run, and per
-## whole agent run.
-bench-agents: $(BENCHSTAT)
-	@mkdir -p $(BENCH_OUT)
-	$(GO) test -run '^$$' -bench '^(BenchmarkNonAgentSpans|BenchmarkAgentRun)$$' -cpu 1 -count $(BENCHCOUNT) ./processor/inferenceprocessor/ | tee $(BENCH_OUT)/agents.txt
-	$(BENCHSTAT) -col /agents -filter '.name:NonAgentSpans' $(BENCH_OUT)/agents.txt

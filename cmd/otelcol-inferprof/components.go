@@ -40,6 +40,7 @@ import (
 	inferenceprocessor "github.com/inferprof/inferprof/processor/inferenceprocessor"
 	privacyprocessor "github.com/inferprof/inferprof/processor/privacyprocessor"
 	stepfiguresprocessor "github.com/inferprof/inferprof/processor/stepfiguresprocessor"
+	agentrunprocessor "github.com/inferprof/inferprof/processor/agentrunprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	prometheusreceiver "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver"
 	cuptireceiver "github.com/inferprof/inferprof/receiver/cuptireceiver"
@@ -142,6 +143,7 @@ func components() (otelcol.Factories, error) {
 		inferenceprocessor.NewFactory(),
 		privacyprocessor.NewFactory(),
 		stepfiguresprocessor.NewFactory(),
+		agentrunprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -157,6 +159,7 @@ func components() (otelcol.Factories, error) {
 		inferenceprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		privacyprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		stepfiguresprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
+		agentrunprocessor.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](

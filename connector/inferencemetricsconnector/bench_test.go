@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/agentrunprocessor"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor"
 	"github.com/inferprof/inferprof/processor/stepfiguresprocessor"
 )
@@ -312,10 +313,16 @@ func processorPipeline(tb testing.TB, phaseSpans bool) consumer.Traces {
 	tb.Helper()
 	conn := ours(tb, consumertest.NewNop(), 5000)
 	startTraces(tb, conn)
+	// agent_run runs after inference in the shipped pipelines (agent runs
+	// and cost, which inference did before the split).
+	af := agentrunprocessor.NewFactory()
+	ar, err := af.CreateTraces(context.Background(), processortest.NewNopSettings(af.Type()), af.CreateDefaultConfig(), conn)
+	require.NoError(tb, err)
+	startTraces(tb, ar)
 	f := inferenceprocessor.NewFactory()
 	cfg := f.CreateDefaultConfig().(*inferenceprocessor.Config)
 	cfg.PhaseSpans = phaseSpans
-	p, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(f.Type()), cfg, conn)
+	p, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(f.Type()), cfg, ar)
 	require.NoError(tb, err)
 	startTraces(tb, p)
 	// step_figures runs before inference in the shipped pipelines (it held

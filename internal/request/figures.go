@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/names"
 )
 
 // Figures is what one engine's extractor read from a request span, in the
@@ -99,6 +101,32 @@ func (f *Figures) place(span ptrace.Span) Phases {
 		p.Queue = phase(start, start+nanos(f.Queue.v))
 	}
 	return p
+}
+
+// PlacePhases places a normalized request span's phases from its canonical
+// attributes (gen_ai.latency.time_to_first_token, time_in_queue,
+// time_in_model_prefill, time_in_model_decode), by the rule Normalize places
+// them with (place), so a consumer after the inference processor that finds
+// no phase spans draws the same ones. Two inputs of that rule are not on the
+// span and are not used here: the engine's own timestamps (vLLM's journey
+// events) and where the engine says the queue began (TGI's validation time,
+// SGLang's queue stage); the phase spans, when drawn, carry both.
+func PlacePhases(span ptrace.Span) Phases {
+	attrs := span.Attributes()
+	f := Figures{
+		TTFT: canonical(attrs, names.AttrTimeToFirstToken), Queue: canonical(attrs, names.AttrTimeInQueue),
+		Prefill: canonical(attrs, names.AttrTimeInPrefill), Decode: canonical(attrs, names.AttrTimeInDecode),
+	}
+	return f.place(span)
+}
+
+// canonical reads a canonical latency: Normalize writes each as a double in
+// seconds and removes a bad one, so anything else is unknown.
+func canonical(attrs pcommon.Map, key string) figure {
+	if v, ok := attrs.Get(key); ok && v.Type() == pcommon.ValueTypeDouble {
+		return figure{v.Double(), true}
+	}
+	return figure{}
 }
 
 func nanos(s float64) int64 {

@@ -52,10 +52,6 @@ type Settings struct {
 	OperationName           string
 	// PhaseSpans: place the phases in Result.Phases (phase_spans).
 	PhaseSpans bool
-	// Place: place the phases in Result.Phases even without phase spans,
-	// for spans with a parent (the agent assembly reads them; a root is
-	// nobody's model call).
-	Place bool
 
 	// Set by Prepare.
 	lora     loraKeys
@@ -310,7 +306,7 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		In: int64(f.In.v), Out: int64(f.Out.v), Cached: int64(f.Cached.v),
 		HasIn: f.In.ok, HasOut: f.Out.ok, HasCch: f.Cached.ok,
 	}
-	if set.PhaseSpans || set.Place && !span.ParentSpanID().IsEmpty() {
+	if set.PhaseSpans {
 		r.Phases = f.place(span)
 	}
 	if len(n.anomalies) > 0 {

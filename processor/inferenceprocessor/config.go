@@ -40,19 +40,6 @@ type Config struct {
 	// spans of its trace, which SGLang's scheduler exports separately.
 	SGLangJoin JoinConfig `mapstructure:"sglang_join"`
 
-	// Agents writes agent-run figures (time in model, tools and other,
-	// the engine queue share, turns) on agent-run spans.
-	Agents AgentsConfig `mapstructure:"agents"`
-
-	// Prices are per-model prices per 1M tokens, keyed by model name
-	// (gen_ai.request.model). No default.
-	Prices map[string]PriceConfig `mapstructure:"prices"`
-	// GPUHourPrice prices self-hosted engines by the hour of their GPUs,
-	// keyed by the GPU model name as NVML reports it (hw.name). No default.
-	GPUHourPrice map[string]GPUPriceConfig `mapstructure:"gpu_hour_price"`
-	// Cost says which GPUs serve engines that do not say.
-	Cost CostConfig `mapstructure:"cost"`
-
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -106,7 +93,13 @@ var removedKeys = []struct{ key, moved string }{
 	{"engine_steps", "inter-token latency from engine steps is the step_figures processor's job: move this block under step_figures and list step_figures before inference"},
 	{"gpu", "GPU figures per step and request are the step_figures processor's job: move this block under step_figures and list step_figures before inference"},
 	{"defer_figures", "a node agent runs the step_figures processor in place of inference, and the gateway runs inference (config/agent.yaml, config/gateway.yaml)"},
+	{"agents", agentRunMoved},
+	{"prices", agentRunMoved},
+	{"gpu_hour_price", agentRunMoved},
+	{"cost", agentRunMoved},
 }
+
+const agentRunMoved = "agent runs and cost are the agent_run processor's job: move this key, unchanged, under agent_run and list agent_run after inference (docs/agents.md, docs/cost.md)"
 
 // Unmarshal decodes the configuration; a value that is not a duration is
 // named in the error along with its key (internal/confdur).
@@ -148,7 +141,6 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, errors.New("lora_attributes must not contain an empty key"))
 		}
 	}
-	errs = append(errs, cfg.validateAgents()...)
-	errs = append(errs, cfg.validateMinimums()...)
+	errs = append(errs, validateMinimums(cfg.SGLangJoin.Wait, cfg.SGLangJoin.StageTTL)...)
 	return errors.Join(errs...)
 }

@@ -19,21 +19,18 @@ const (
 	minWindow = time.Second
 )
 
-// validateMinimums checks every duration that is set (0 keeps its own
-// meaning: off, or the check above) against its minimum.
-func (cfg *Config) validateMinimums() []error {
+// validateMinimums checks every duration of the join that is set (0 keeps
+// its own meaning: off, or the check above) against its minimum. A function
+// of the durations rather than a method of Config, so this file needs nothing
+// of config.go, which calls it.
+func validateMinimums(joinWait, stageTTL time.Duration) []error {
 	var errs []error
 	add := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	add(confdur.Min("sglang_join.wait", cfg.SGLangJoin.Wait, minWait))
-	add(confdur.Min("sglang_join.stage_ttl", cfg.SGLangJoin.StageTTL, minWindow))
-	add(confdur.Min("agents.wait", cfg.Agents.Wait, minWait))
-	add(confdur.Min("agents.engine_wait", cfg.Agents.EngineWait, minWait))
-	add(confdur.Min("agents.max_hold", cfg.Agents.MaxHold, minWindow))
-	add(confdur.Min("agents.conversation_idle", cfg.Agents.ConversationIdle, minWindow))
-	add(confdur.Min("cost.share_window", cfg.Cost.ShareWindow, minWindow))
+	add(confdur.Min("sglang_join.wait", joinWait, minWait))
+	add(confdur.Min("sglang_join.stage_ttl", stageTTL, minWindow))
 	return errs
 }

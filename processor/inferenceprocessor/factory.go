@@ -43,23 +43,6 @@ func createDefaultConfig() component.Config {
 			StageTTL:   5 * time.Minute,
 			MaxPending: 100_000,
 		},
-		Agents: AgentsConfig{
-			Enabled: true,
-			// The OpenTelemetry SDK's batch span processor flushes every
-			// 5 s by default: an engine's request span can reach us that
-			// much after its caller's.
-			Wait:             6 * time.Second,
-			MaxHold:          5 * time.Minute,
-			MaxSpans:         200_000,
-			MaxSpansPerTrace: 10_000,
-			MaxConversations: 100_000,
-			ConversationIdle: time.Hour,
-		},
-		Cost: CostConfig{
-			GPUCount:     1,
-			ShareWindow:  time.Minute,
-			MaxInstances: 256,
-		},
 	}
 }
 

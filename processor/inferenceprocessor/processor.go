@@ -21,8 +21,6 @@ import (
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 )
@@ -33,9 +31,7 @@ type inferenceProcessor struct {
 	tel        *metadata.TelemetryBuilder
 	settings   request.Settings
 	phaseSpans bool
-	join       *join.Table      // nil when the SGLang join is off
-	agents     *agent.Assembler // nil when agents.enabled is false
-	pricer     *cost.Pricer     // nil when nothing is priced
+	join       *join.Table // nil when the SGLang join is off
 
 	// warn rate-limits the warnings about anomalies and refusals.
 	warn *loglimit.Limiter
@@ -46,10 +42,9 @@ type inferenceProcessor struct {
 
 	// Precomputed metric options, so counting allocates nothing.
 	// Slices, passed with ..., so a call does not build the variadic slice.
-	providerOpts   map[request.Kind][]metric.AddOption
-	anomalyOpts    map[string][]metric.AddOption // by reason
-	incompleteOpts map[string][]metric.AddOption // by reason
-	phaseJoinOpts  map[string][]metric.AddOption // by outcome
+	providerOpts  map[request.Kind][]metric.AddOption
+	anomalyOpts   map[string][]metric.AddOption // by reason
+	phaseJoinOpts map[string][]metric.AddOption // by outcome
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -71,15 +66,13 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 			LoRAAttributes:          cfg.LoRAAttributes,
 			OperationName:           cfg.OperationName,
 			PhaseSpans:              cfg.PhaseSpans,
-			Place:                   cfg.Agents.Enabled,
 		},
-		phaseSpans:     cfg.PhaseSpans,
-		now:            time.Now,
-		warn:           loglimit.New(warnEvery),
-		providerOpts:   map[request.Kind][]metric.AddOption{},
-		anomalyOpts:    map[string][]metric.AddOption{},
-		incompleteOpts: reasonOpts(incompleteReasons),
-		phaseJoinOpts:  outcomeOpts(phaseJoinOutcomes),
+		phaseSpans:    cfg.PhaseSpans,
+		now:           time.Now,
+		warn:          loglimit.New(warnEvery),
+		providerOpts:  map[request.Kind][]metric.AddOption{},
+		anomalyOpts:   map[string][]metric.AddOption{},
+		phaseJoinOpts: outcomeOpts(phaseJoinOutcomes),
 	}
 	for _, k := range []request.Kind{request.KindVLLM, request.KindTensorRTLLM, request.KindSGLangRoot, request.KindTGI} {
 		p.providerOpts[k] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", k.Provider())))}
@@ -88,17 +81,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.anomalyOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))}
 	}
 	p.settings.Prepare()
-	p.pricer = newPricer(cfg)
-	if cfg.Agents.Enabled {
-		p.agents = newAssembler(cfg, p.pricer)
-		err = tel.RegisterProcessorInferenceAgentPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(int64(p.agents.Len()))
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
 	p.tick = tickFor(cfg)
 	if cfg.SGLangJoin.Wait > 0 {
 		p.join = join.New(join.Settings{
@@ -120,24 +102,20 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 // second.
 func tickFor(cfg *Config) time.Duration {
 	tick := time.Second
-	for _, w := range []time.Duration{cfg.SGLangJoin.Wait, cfg.Agents.Wait, cfg.Agents.EngineWait} {
-		if w > 0 {
-			tick = min(tick, max(w/4, time.Millisecond))
-		}
+	if w := cfg.SGLangJoin.Wait; w > 0 {
+		tick = min(tick, max(w/4, time.Millisecond))
 	}
 	return tick
 }
 
 func (p *inferenceProcessor) start(context.Context, component.Host) error {
-	if p.join == nil && p.agents == nil {
+	if p.join == nil {
 		return nil
 	}
 	// Background work gets its own context, not Start's.
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	if p.join != nil {
-		p.every(ctx, p.tick, p.expire)
-	}
+	p.every(ctx, p.tick, p.expire)
 	return nil
 }
 
@@ -166,18 +144,11 @@ func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 			p.cancel()
 		}
 		p.wg.Wait()
-		var pre ptrace.Traces
 		if p.join != nil {
 			if out := p.join.Drain(); len(out) > 0 {
-				pre = p.finishReleased(ctx, out) // may give spans to the agent assembly
+				err = p.flush(ctx, p.finishReleased(ctx, out))
 			}
 		}
-		var agentOut []agent.Release
-		if p.agents != nil {
-			agentOut = p.agents.Drain(p.now())
-			p.agentStats(ctx)
-		}
-		err = p.flush(ctx, pre, agentOut)
 		p.tel.Shutdown()
 	})
 	return err
@@ -187,7 +158,6 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 	held := false
 	var released []join.Released
 	var drop []int
-	var b batchState
 	var w batchWork
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
@@ -212,9 +182,6 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				kind := request.Classify(span)
 				switch kind {
 				case request.KindNone:
-					if p.agents != nil && p.genaiSpan(&b, rs, ss, span) {
-						drop = append(drop, k)
-					}
 					continue
 				case request.KindSGLangStage:
 					released = append(released, p.stage(ctx, span)...)
@@ -238,11 +205,7 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 				if !read {
 					ri, read = p.readResource(rs.Resource()), true
 				}
-				r := p.normalize(ctx, &w, kind, spans, k, n-k, &ri, q)
-				span = spans.At(k) // phase spans may have moved it
-				if p.wantsEngineSpan(span, r) && p.engineSpan(&b, span, &ri, r, spanbatch.Take(rs, ss, span)) {
-					drop = append(drop, k)
-				}
+				p.normalize(ctx, &w, kind, spans, k, n-k, &ri, q)
 			}
 			if len(drop) > 0 {
 				held = true
@@ -254,7 +217,6 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 		spanbatch.RemoveEmpty(td)
 	}
 	w.counts.flush(ctx, p)
-	p.finishBatch(ctx, &b)
 	released = append(released, w.released...)
 	if len(released) > 0 {
 		// Released spans belong to earlier batches: they go on in a batch of
@@ -307,18 +269,10 @@ func (t *tally) flush(ctx context.Context, p *inferenceProcessor) {
 // all its spans, so read once per resource rather than once per span.
 type resourceInfo struct {
 	facts request.Resource
-	// For cost: the engine instance, and its GPUs when the resource says.
-	costInstance string
-	gpu          string
-	gpuCount     int
 }
 
 func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
-	ri := resourceInfo{facts: request.ReadResource(res, &p.settings)}
-	if p.pricer != nil {
-		ri.readCostResource(res)
-	}
-	return ri
+	return resourceInfo{facts: request.ReadResource(res, &p.settings)}
 }
 
 // normalize writes the canonical attributes on spans.At(k) and appends its

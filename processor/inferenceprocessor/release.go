@@ -5,7 +5,6 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 )
 
@@ -65,8 +63,7 @@ func (p *inferenceProcessor) hold(ctx context.Context, rs ptrace.ResourceSpans, 
 	return request.Queue{}, true, evictedOut
 }
 
-// expire releases held SGLang request spans and agent traces whose wait is
-// over.
+// expire releases held SGLang request spans whose wait is over.
 func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
 	if p.join != nil {
 		out, timedOut, unclaimed := p.join.Expire(now)
@@ -76,14 +73,12 @@ func (p *inferenceProcessor) expire(ctx context.Context, now time.Time) {
 		p.countPhaseJoin(ctx, phaseUnclaimed, unclaimed)
 		p.sendReleased(ctx, out)
 	}
-	p.expireAgents(ctx, now)
 }
 
-// finishReleased normalises released root spans into one batch. They are
-// priced and given to the agent assembly, but not held again.
+// finishReleased normalises released root spans into one batch; they are
+// not held again.
 func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Released) ptrace.Traces {
 	td := ptrace.NewTraces()
-	var b batchState
 	var w batchWork
 	defer w.counts.flush(ctx, p)
 	for _, rel := range out {
@@ -98,16 +93,9 @@ func (p *inferenceProcessor) finishReleased(ctx context.Context, out []join.Rele
 		rs := rel.Traces.ResourceSpans().At(0)
 		ss := rs.ScopeSpans().At(0)
 		ri := p.readResource(rs.Resource())
-		r := p.normalize(ctx, &w, request.KindSGLangRoot, ss.Spans(), 0, 1, &ri,
+		p.normalize(ctx, &w, request.KindSGLangRoot, ss.Spans(), 0, 1, &ri,
 			request.Queue{Seconds: rel.Queue, Known: rel.QueueKnown, Start: rel.QueueStart})
-		span := ss.Spans().At(0)
-		if p.wantsEngineSpan(span, r) {
-			p.engineSpan(&b, span, &ri, r, nil)
-		}
 		rel.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-	}
-	if p.agents != nil {
-		p.sendAgentReleases(ctx, b.out)
 	}
 	return td
 }
@@ -128,29 +116,22 @@ func (p *inferenceProcessor) sendReleased(ctx context.Context, out []join.Releas
 
 // flush sends what shutdown releases, once; what is refused is counted and
 // reported.
-func (p *inferenceProcessor) flush(ctx context.Context, released ptrace.Traces, agentOut []agent.Release) error {
-	var errs []error
-	var batches []ptrace.Traces
-	if released != (ptrace.Traces{}) && released.ResourceSpans().Len() > 0 {
-		batches = append(batches, released)
+func (p *inferenceProcessor) flush(ctx context.Context, released ptrace.Traces) error {
+	if released.ResourceSpans().Len() == 0 {
+		return nil
 	}
-	if td := mergeReleases(agentOut); td.ResourceSpans().Len() > 0 {
-		batches = append(batches, td)
+	if err := p.next.ConsumeTraces(ctx, released); err != nil {
+		p.giveUp(ctx, released, err)
+		return err
 	}
-	for _, td := range batches {
-		if err := p.next.ConsumeTraces(ctx, td); err != nil {
-			p.giveUp(ctx, td, err)
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // giveUp counts and reports spans the next consumer would not take.
 func (p *inferenceProcessor) giveUp(ctx context.Context, td ptrace.Traces, err error) {
 	p.tel.ProcessorInferenceReleaseFailures.Add(ctx, int64(td.SpanCount()))
 	if suppressed, ok := p.warn.Allow("release_refused", p.now()); ok {
-		p.logger.Warn("Next consumer refused spans the processor had held back (SGLang join or agent assembly); they are lost (otelcol_processor_inference_release_failures)",
+		p.logger.Warn("Next consumer refused spans the processor had held back (SGLang join); they are lost (otelcol_processor_inference_release_failures)",
 			zap.Int("spans", td.SpanCount()), zap.Int("similar_suppressed", suppressed), zap.Error(err))
 	}
 }

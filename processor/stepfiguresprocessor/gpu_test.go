@@ -21,6 +21,7 @@ import (
 	"github.com/inferprof/inferprof/internal/cuptiwire"
 	"github.com/inferprof/inferprof/internal/gpuwindow"
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/processor/agentrunprocessor"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor"
 )
 
@@ -222,15 +223,22 @@ func TestWaitEndsWithWhatArrived(t *testing.T) {
 
 // A request held for its steps' GPU figures is priced when it is released,
 // from the GPU time it got then (cost reads inferprof.gpu.time): the
-// inference processor comes after step_figures in the pipeline.
+// inference and agent_run processors come after step_figures in the
+// pipeline, and agent_run prices.
 func TestHeldRequestIsPricedByItsGPUTime(t *testing.T) {
 	g := startGPU(t, "gpu-test-cost", true, func(next consumer.Traces) consumer.Traces {
+		af := agentrunprocessor.NewFactory()
+		acfg := af.CreateDefaultConfig().(*agentrunprocessor.Config)
+		acfg.GPUHourPrice = map[string]agentrunprocessor.GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.6), Currency: "USD"}}
+		acfg.Cost.GPU = "NVIDIA H200"
+		ap, err := af.CreateTraces(t.Context(), processortest.NewNopSettings(af.Type()), acfg, next)
+		require.NoError(t, err)
+		require.NoError(t, ap.Start(t.Context(), componenttest.NewNopHost()))
+		t.Cleanup(func() { require.NoError(t, ap.Shutdown(context.Background())) })
 		f := inferenceprocessor.NewFactory()
 		cfg := f.CreateDefaultConfig().(*inferenceprocessor.Config)
 		cfg.PhaseSpans = false
-		cfg.GPUHourPrice = map[string]inferenceprocessor.GPUPriceConfig{"NVIDIA H200": {Price: ptr(3.6), Currency: "USD"}}
-		cfg.Cost.GPU = "NVIDIA H200"
-		tp, err := f.CreateTraces(t.Context(), processortest.NewNopSettings(f.Type()), cfg, next)
+		tp, err := f.CreateTraces(t.Context(), processortest.NewNopSettings(f.Type()), cfg, ap)
 		require.NoError(t, err)
 		require.NoError(t, tp.Start(t.Context(), componenttest.NewNopHost()))
 		t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })

@@ -22,7 +22,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/tracetable"
+	"github.com/inferprof/inferprof/internal/tracetable"
 )
 
 // Stage says which queue stage a record or a root is about.

@@ -28,11 +28,7 @@ type TelemetryBuilder struct {
 	meter                             metric.Meter
 	mu                                sync.Mutex
 	registrations                     []metric.Registration
-	ProcessorInferenceAgentIncomplete metric.Int64Counter
-	ProcessorInferenceAgentPending    metric.Int64ObservableUpDownCounter
-	ProcessorInferenceAgentRuns       metric.Int64Counter
 	ProcessorInferenceAnomalies       metric.Int64Counter
-	ProcessorInferenceCostConflicts   metric.Int64Counter
 	ProcessorInferenceJoinEvictions   metric.Int64Counter
 	ProcessorInferenceJoinPending     metric.Int64ObservableUpDownCounter
 	ProcessorInferenceJoinTimeouts    metric.Int64Counter
@@ -51,21 +47,6 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
-}
-
-// RegisterProcessorInferenceAgentPendingCallback sets callback for observable ProcessorInferenceAgentPending metric.
-func (builder *TelemetryBuilder) RegisterProcessorInferenceAgentPendingCallback(cb metric.Int64Callback) error {
-	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		cb(ctx, &observerInt64{inst: builder.ProcessorInferenceAgentPending, obs: o})
-		return nil
-	}, builder.ProcessorInferenceAgentPending)
-	if err != nil {
-		return err
-	}
-	builder.mu.Lock()
-	defer builder.mu.Unlock()
-	builder.registrations = append(builder.registrations, reg)
-	return nil
 }
 
 // RegisterProcessorInferenceJoinPendingCallback sets callback for observable ProcessorInferenceJoinPending metric.
@@ -111,34 +92,10 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
-	builder.ProcessorInferenceAgentIncomplete, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_agent_incomplete",
-		metric.WithDescription("What left agent figures incomplete, by reason: timeout (a trace released at agents.max_hold without its top), evicted (a trace pushed out at agents.max_spans), truncated (a span not recorded past agents.max_spans_per_trace), cycle (a parent loop), unjoined (an engine request span matched to no model call), conversation_evicted (a conversation forgotten at agents.max_conversations). [Alpha]"),
-		metric.WithUnit("{item}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceAgentPending, err = builder.meter.Int64ObservableUpDownCounter(
-		"otelcol_processor_inference_agent_pending",
-		metric.WithDescription("Spans the agent assembly records or holds, all traces together (what agents.max_spans caps). [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceAgentRuns, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_agent_runs",
-		metric.WithDescription("Agent-run spans given their figures (inferprof.agent.*). [Alpha]"),
-		metric.WithUnit("{run}"),
-	)
-	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceAnomalies, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_anomalies",
 		metric.WithDescription("Bad values found on request spans (negative, NaN, missing, wrong type, phases over e2e), by reason; each is also written to inferprof.anomaly. [Alpha]"),
 		metric.WithUnit("{anomaly}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ProcessorInferenceCostConflicts, err = builder.meter.Int64Counter(
-		"otelcol_processor_inference_cost_conflicts",
-		metric.WithDescription("Engine request spans left unpriced because the model call that made them was already priced from the price table (a self-hosted model listed in prices); the call's cost stands, counted once. [Alpha]"),
-		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceJoinEvictions, err = builder.meter.Int64Counter(
@@ -173,7 +130,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorInferenceReleaseFailures, err = builder.meter.Int64Counter(
 		"otelcol_processor_inference_release_failures",
-		metric.WithDescription("Spans released by the SGLang join or the agent assembly that the next consumer refused; they are lost, and a warning says so. [Alpha]"),
+		metric.WithDescription("Spans released by the SGLang join that the next consumer refused; they are lost, and a warning says so. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -21,54 +21,6 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 	return set
 }
 
-func AssertEqualProcessorInferenceAgentIncomplete(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_processor_inference_agent_incomplete",
-		Description: "What left agent figures incomplete, by reason: timeout (a trace released at agents.max_hold without its top), evicted (a trace pushed out at agents.max_spans), truncated (a span not recorded past agents.max_spans_per_trace), cycle (a parent loop), unjoined (an engine request span matched to no model call), conversation_evicted (a conversation forgotten at agents.max_conversations). [Alpha]",
-		Unit:        "{item}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: true,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_processor_inference_agent_incomplete")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
-func AssertEqualProcessorInferenceAgentPending(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_processor_inference_agent_pending",
-		Description: "Spans the agent assembly records or holds, all traces together (what agents.max_spans caps). [Alpha]",
-		Unit:        "{span}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: false,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_processor_inference_agent_pending")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
-func AssertEqualProcessorInferenceAgentRuns(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_processor_inference_agent_runs",
-		Description: "Agent-run spans given their figures (inferprof.agent.*). [Alpha]",
-		Unit:        "{run}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: true,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_processor_inference_agent_runs")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
 func AssertEqualProcessorInferenceAnomalies(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_anomalies",
@@ -81,22 +33,6 @@ func AssertEqualProcessorInferenceAnomalies(t *testing.T, tt *componenttest.Tele
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_inference_anomalies")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
-func AssertEqualProcessorInferenceCostConflicts(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_processor_inference_cost_conflicts",
-		Description: "Engine request spans left unpriced because the model call that made them was already priced from the price table (a self-hosted model listed in prices); the call's cost stands, counted once. [Alpha]",
-		Unit:        "{span}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: true,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_processor_inference_cost_conflicts")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
@@ -184,7 +120,7 @@ func AssertEqualProcessorInferencePhaseSpans(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorInferenceReleaseFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_inference_release_failures",
-		Description: "Spans released by the SGLang join or the agent assembly that the next consumer refused; they are lost, and a warning says so. [Alpha]",
+		Description: "Spans released by the SGLang join that the next consumer refused; they are lost, and a warning says so. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

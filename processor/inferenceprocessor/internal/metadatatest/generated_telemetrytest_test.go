@@ -20,37 +20,18 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
-	require.NoError(t, tb.RegisterProcessorInferenceAgentPendingCallback(func(_ context.Context, observer metric.Int64Observer) error {
-		observer.Observe(1)
-		return nil
-	}))
 	require.NoError(t, tb.RegisterProcessorInferenceJoinPendingCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
 	}))
-	tb.ProcessorInferenceAgentIncomplete.Add(context.Background(), 1)
-	tb.ProcessorInferenceAgentRuns.Add(context.Background(), 1)
 	tb.ProcessorInferenceAnomalies.Add(context.Background(), 1)
-	tb.ProcessorInferenceCostConflicts.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinEvictions.Add(context.Background(), 1)
 	tb.ProcessorInferenceJoinTimeouts.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseJoin.Add(context.Background(), 1)
 	tb.ProcessorInferencePhaseSpans.Add(context.Background(), 1)
 	tb.ProcessorInferenceReleaseFailures.Add(context.Background(), 1)
 	tb.ProcessorInferenceRequests.Add(context.Background(), 1)
-	AssertEqualProcessorInferenceAgentIncomplete(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceAgentPending(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceAgentRuns(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceAnomalies(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorInferenceCostConflicts(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorInferenceJoinEvictions(t, testTel,

@@ -1,0 +1,209 @@
+// Copyright The inferprof Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agentrunprocessor // import "github.com/inferprof/inferprof/processor/agentrunprocessor"
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/inferprof/inferprof/internal/loglimit"
+	"github.com/inferprof/inferprof/internal/request"
+	"github.com/inferprof/inferprof/internal/spanbatch"
+	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/agent"
+	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/cost"
+	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
+)
+
+func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*agentRunProcessor, error) {
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	p := &agentRunProcessor{
+		logger:         set.Logger,
+		next:           next,
+		tel:            tel,
+		now:            time.Now,
+		warn:           loglimit.New(warnEvery),
+		incompleteOpts: reasonOpts(incompleteReasons),
+		tick:           tickFor(cfg),
+	}
+	p.pricer = newPricer(cfg)
+	if cfg.Agents.Enabled {
+		p.agents = newAssembler(cfg, p.pricer)
+		err = tel.RegisterProcessorAgentRunPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(p.agents.Len()))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func newAssembler(cfg *Config, pricer *cost.Pricer) *agent.Assembler {
+	ag := cfg.Agents
+	return agent.New(agent.Settings{
+		Wait: ag.Wait, MaxHold: ag.MaxHold, EngineWait: ag.EngineWait,
+		MaxSpans: ag.MaxSpans, MaxSpansPerTrace: ag.MaxSpansPerTrace,
+		MaxConversations: ag.MaxConversations, ConversationIdle: ag.ConversationIdle,
+		Pricer: pricer,
+	})
+}
+
+func newPricer(cfg *Config) *cost.Pricer {
+	set := cost.Settings{
+		Prices: map[string]cost.Price{}, GPUs: map[string]cost.GPUPrice{},
+		DefaultGPU: cfg.Cost.GPU, DefaultGPUCount: cfg.Cost.GPUCount,
+		ShareWindow: cfg.Cost.ShareWindow, MaxInstances: cfg.Cost.MaxInstances,
+		MaxRecordsPerInstance: 1 << 20,
+	}
+	for model, pc := range cfg.Prices {
+		pr := cost.Price{Input: *pc.Input, Output: *pc.Output, Currency: pc.Currency}
+		if pc.CachedInput != nil {
+			pr.CachedInput, pr.HasCached = *pc.CachedInput, true
+		}
+		set.Prices[model] = pr
+	}
+	for gpu, gc := range cfg.GPUHourPrice {
+		set.GPUs[gpu] = cost.GPUPrice{Hour: *gc.Price, Currency: gc.Currency}
+	}
+	return cost.New(set)
+}
+
+// tickFor is how often held spans are checked: a few times per wait, so a
+// held span is late by a quarter of its wait at most, and at least once a
+// second.
+func tickFor(cfg *Config) time.Duration {
+	tick := time.Second
+	for _, w := range []time.Duration{cfg.Agents.Wait, cfg.Agents.EngineWait} {
+		if w > 0 {
+			tick = min(tick, max(w/4, time.Millisecond))
+		}
+	}
+	return tick
+}
+
+func (p *agentRunProcessor) start(context.Context, component.Host) error {
+	if p.agents == nil {
+		return nil
+	}
+	// Background work gets its own context, not Start's.
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.wg.Go(func() {
+		t := time.NewTicker(p.tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.expire(ctx, p.now())
+			}
+		}
+	})
+	return nil
+}
+
+// shutdown stops the ticker and releases every held span downstream: the
+// assembly only delays spans, it never loses them.
+func (p *agentRunProcessor) shutdown(ctx context.Context) error {
+	var err error
+	p.stopOnce.Do(func() {
+		if p.cancel != nil {
+			p.cancel()
+		}
+		p.wg.Wait()
+		if p.agents != nil {
+			out := p.agents.Drain(p.now())
+			p.agentStats(ctx)
+			if td := mergeReleases(out); td.ResourceSpans().Len() > 0 {
+				if err = p.next.ConsumeTraces(ctx, td); err != nil {
+					p.giveUp(ctx, td, err)
+				}
+			}
+		}
+		p.tel.Shutdown()
+	})
+	return err
+}
+
+func (p *agentRunProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	if p.agents == nil && p.pricer == nil {
+		return td, nil
+	}
+	held := false
+	var drop []int
+	var b batchState
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		var ri resourceInfo // read at the resource's first engine span
+		read := false
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			var phases phaseIndex // built at the scope's first engine span that needs it
+			drop = drop[:0]
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				// The inference processor's phase spans (three per request)
+				// are their request span's, not spans of the caller's trace
+				// to record: skipped first, by name, before Classify's
+				// look-ups (callgrind: 1,800 instructions per request span
+				// with phase spans on, when they were classified).
+				if isSyntheticPhase(span) {
+					continue
+				}
+				if p.pricer == nil && span.Name() == "llm_request" && span.ParentSpanID().IsEmpty() {
+					// vLLM's (or TensorRT-LLM's) request span with no caller
+					// and nothing to price: nothing to do, and Classify would
+					// scan its attributes to tell the two engines apart.
+					continue
+				}
+				switch request.Classify(span) {
+				case request.KindNone:
+					if p.agents != nil && p.genaiSpan(&b, rs, ss, span) {
+						drop = append(drop, k)
+					}
+					continue
+				case request.KindSGLangStage, request.KindVLLMCore:
+					continue
+				}
+				if !p.wantsEngineSpan(span) {
+					continue
+				}
+				if !read {
+					ri, read = p.readResource(rs.Resource()), true
+				}
+				if p.engineSpan(&b, span, &ri, spans, &phases, spanbatch.Take(rs, ss, span)) {
+					drop = append(drop, k)
+				}
+			}
+			if len(drop) > 0 {
+				held = true
+				spanbatch.RemoveIndexes(spans, drop)
+			}
+		}
+	}
+	if held {
+		spanbatch.RemoveEmpty(td)
+	}
+	p.finishBatch(ctx, &b)
+	if td.ResourceSpans().Len() == 0 {
+		// Everything was held; nothing to pass on now.
+		return td, processorhelper.ErrSkipProcessingData
+	}
+	return td, nil
+}
