@@ -4,12 +4,9 @@
 package inferenceprocessor
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
@@ -30,68 +27,6 @@ import (
 // (the run fails, by golden.WriteTraces' design) and review the diff: every
 // figure in them is checked by hand in processor_test.go too.
 var update = flag.Bool("update", false, "rewrite testdata/golden/* from the processor's output")
-
-// goldenSpan is an order-independent, readable form of one output span: the
-// format of the agent goldens (agents_golden_test.go), which move with the
-// agent processor; the engine goldens are pkg/golden files (TestGolden).
-type goldenSpan struct {
-	Resource     map[string]any `json:"resource"`
-	Name         string         `json:"name"`
-	TraceID      string         `json:"trace_id"`
-	SpanID       string         `json:"span_id"`
-	ParentSpanID string         `json:"parent_span_id,omitempty"`
-	Kind         string         `json:"kind"`
-	Start        string         `json:"start"`
-	End          string         `json:"end"`
-	Status       string         `json:"status,omitempty"`
-	Attributes   map[string]any `json:"attributes"`
-	Events       []goldenEvent  `json:"events,omitempty"`
-}
-
-type goldenEvent struct {
-	Name       string         `json:"name"`
-	Attributes map[string]any `json:"attributes,omitempty"`
-}
-
-func flatten(tds ...ptrace.Traces) []goldenSpan {
-	var out []goldenSpan
-	for _, td := range tds {
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			rs := td.ResourceSpans().At(i)
-			for j := 0; j < rs.ScopeSpans().Len(); j++ {
-				spans := rs.ScopeSpans().At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					s := spans.At(k)
-					g := goldenSpan{
-						Resource: rs.Resource().Attributes().AsRaw(), Name: s.Name(),
-						TraceID: s.TraceID().String(), SpanID: s.SpanID().String(), ParentSpanID: s.ParentSpanID().String(),
-						Kind:  s.Kind().String(),
-						Start: s.StartTimestamp().AsTime().Format(time.RFC3339Nano), End: s.EndTimestamp().AsTime().Format(time.RFC3339Nano),
-						Attributes: s.Attributes().AsRaw(),
-					}
-					if s.Status().Code() != ptrace.StatusCodeUnset {
-						g.Status = s.Status().Code().String() + ": " + s.Status().Message()
-					}
-					for e := 0; e < s.Events().Len(); e++ {
-						ev := s.Events().At(e)
-						g.Events = append(g.Events, goldenEvent{Name: ev.Name(), Attributes: ev.Attributes().AsRaw()})
-					}
-					out = append(out, g)
-				}
-			}
-		}
-	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].Start != out[b].Start {
-			return out[a].Start < out[b].Start
-		}
-		if out[a].Name != out[b].Name {
-			return out[a].Name < out[b].Name
-		}
-		return out[a].SpanID < out[b].SpanID
-	})
-	return out
-}
 
 func readBatch(tb testing.TB, name string) ptrace.Traces {
 	tb.Helper()
@@ -137,32 +72,12 @@ func (h *harness) consume(tb testing.TB, td ptrace.Traces) {
 	require.NoError(tb, h.in.ConsumeTraces(tb.Context(), td))
 }
 
-// finish shuts down (releasing anything still held) and returns the output.
-func (h *harness) finish(tb testing.TB) []goldenSpan {
-	tb.Helper()
-	return flatten(h.output(tb)...)
-}
-
 // output shuts down (releasing anything still held) and returns the
 // batches that came out.
 func (h *harness) output(tb testing.TB) []ptrace.Traces {
 	tb.Helper()
 	require.NoError(tb, h.tp.Shutdown(tb.Context()))
 	return h.sink.AllTraces()
-}
-
-func checkGolden(t *testing.T, file string, got []goldenSpan) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", file+".json")
-	b, err := json.MarshalIndent(got, "", "  ")
-	require.NoError(t, err)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o600))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.JSONEq(t, string(want), string(b))
 }
 
 // goldenCases run each engine's export batches through the processor, in
