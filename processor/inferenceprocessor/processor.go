@@ -5,18 +5,15 @@ package inferenceprocessor // import "github.com/inferprof/inferprof/processor/i
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/request"
@@ -24,32 +21,6 @@ import (
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 )
-
-type inferenceProcessor struct {
-	logger     *zap.Logger
-	next       consumer.Traces
-	tel        *metadata.TelemetryBuilder
-	settings   request.Settings
-	phaseSpans bool
-	join       *join.Table // nil when the SGLang join is off
-
-	// warn rate-limits the warnings about anomalies and refusals.
-	warn *loglimit.Limiter
-
-	// for tests
-	now  func() time.Time
-	tick time.Duration
-
-	// Precomputed metric options, so counting allocates nothing.
-	// Slices, passed with ..., so a call does not build the variadic slice.
-	providerOpts  map[request.Kind][]metric.AddOption
-	anomalyOpts   map[string][]metric.AddOption // by reason
-	phaseJoinOpts map[string][]metric.AddOption // by outcome
-
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-}
 
 func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*inferenceProcessor, error) {
 	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
@@ -229,70 +200,4 @@ func (p *inferenceProcessor) processTraces(ctx context.Context, td ptrace.Traces
 		return td, processorhelper.ErrSkipProcessingData
 	}
 	return td, nil
-}
-
-// batchWork is what processing one batch accumulates and reuses.
-type batchWork struct {
-	counts  tally
-	scratch request.Scratch // Normalize's, reused from span to span
-	// enginePhases: the scope being walked holds phase spans its engine
-	// wrote itself (see hasEnginePhases); set per scope.
-	enginePhases bool
-	// rs, ss: the resource and scope being walked, for held phase spans.
-	rs ptrace.ResourceSpans
-	ss ptrace.ScopeSpans
-	// released: held spans the join let go early to make room.
-	released []join.Released
-}
-
-// tally is what a batch adds to the per-span self-metrics, added once at its
-// end: a counter's Add looks up its series and offers an exemplar, which
-// per span would cost more than most of what the processor does to one.
-type tally struct {
-	requests   [request.KindVLLMCore + 1]int64 // by kind
-	phaseSpans int64
-}
-
-func (t *tally) flush(ctx context.Context, p *inferenceProcessor) {
-	for kind, n := range t.requests {
-		if n > 0 {
-			p.tel.ProcessorInferenceRequests.Add(ctx, n, p.providerOpts[request.Kind(kind)]...)
-		}
-	}
-	if t.phaseSpans > 0 {
-		p.tel.ProcessorInferencePhaseSpans.Add(ctx, t.phaseSpans)
-	}
-	*t = tally{}
-}
-
-// resourceInfo is what the processor reads from a resource: the same for
-// all its spans, so read once per resource rather than once per span.
-type resourceInfo struct {
-	facts request.Resource
-}
-
-func (p *inferenceProcessor) readResource(res pcommon.Resource) resourceInfo {
-	return resourceInfo{facts: request.ReadResource(res, &p.settings)}
-}
-
-// normalize writes the canonical attributes on spans.At(k) and appends its
-// phase spans to spans; left is how many original spans from k on may get
-// phase spans too. What it returns is w's, valid until its next call.
-func (p *inferenceProcessor) normalize(ctx context.Context, w *batchWork, kind request.Kind, spans ptrace.SpanSlice, k, left int, ri *resourceInfo, q request.Queue) *request.Result {
-	span := spans.At(k)
-	t := &w.counts
-	r := request.Normalize(kind, span, &ri.facts, &p.settings, q, &w.scratch)
-	if r.Processed {
-		return r
-	}
-	if r.Request {
-		t.requests[kind]++
-	}
-	if len(r.Anomalies) > 0 {
-		p.countAnomalies(ctx, span, r)
-	}
-	if p.phaseSpans {
-		p.phases(ctx, w, kind, spans, k, left, r.Phases)
-	}
-	return r
 }
