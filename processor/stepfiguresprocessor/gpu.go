@@ -5,7 +5,6 @@ package stepfiguresprocessor // import "github.com/inferprof/inferprof/processor
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -27,41 +26,6 @@ import (
 // gpuTick is how often held spans are checked: a step whose kernel records
 // are all in passes within a tick of gpuwindow's Quiet.
 const gpuTick = 100 * time.Millisecond
-
-// gpuJoin holds engine.step spans until the kernels they launched are in,
-// and request spans until their steps are. The kernels come from the cupti
-// receiver through the window of the step_store extension gpu.step_store
-// names.
-type gpuJoin struct {
-	win     *gpuwindow.Window
-	store   *component.ID // gpu.step_store
-	wait    time.Duration
-	maxHeld int
-	tick    time.Duration // gpuTick; tests tick by hand
-
-	mu       sync.Mutex
-	steps    int // held step spans: their Ref is in the window
-	requests []*heldRequest
-	results  []gpuwindow.Result
-
-	outcomes map[string][]metric.AddOption
-}
-
-// heldStep is a step span waiting for its kernels.
-type heldStep struct {
-	td     ptrace.Traces // the span alone, with its resource and scope
-	ref    stepwindow.Ref
-	hasRef bool
-}
-
-// heldRequest is a request span waiting for its steps' figures.
-type heldRequest struct {
-	td           ptrace.Traces
-	instance, id string
-	arrival      time.Time
-	finish       time.Time
-	deadline     time.Time
-}
 
 func newGPUJoin(cfg GPUConfig) *gpuJoin {
 	return &gpuJoin{wait: cfg.Wait, maxHeld: cfg.MaxHeld, store: cfg.StepStore, tick: gpuTick, outcomes: map[string][]metric.AddOption{}}

@@ -67,7 +67,7 @@ func (p *stepFiguresProcessor) addSteps(ctx context.Context, td ptrace.Traces) b
 
 // stepsFound is what the one look-up of a request in the step window found
 // beyond its inter-token figures: its share of its steps' GPU time, which
-// requestGPU writes, so a request costs one look-up rather than two.
+// the GPU join writes, so a request costs one look-up rather than two.
 type stepsFound struct {
 	gpu    stepwindow.RequestGPU
 	looked bool
@@ -79,7 +79,7 @@ type stepsFound struct {
 // partly lost), it says so in inferprof.steps.missing instead of guessing.
 // Engines without the step hook get nothing.
 // instance is the resource's stepwindow.InstanceKey; id is the span's
-// gen_ai.request.id (requestID).
+// gen_ai.request.id.
 func (p *stepFiguresProcessor) interTokenLatency(span ptrace.Span, instance, id string) stepsFound {
 	attrs := span.Attributes()
 	r := p.steps.Lookup(instance, id,

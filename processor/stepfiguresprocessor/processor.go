@@ -5,7 +5,6 @@ package stepfiguresprocessor // import "github.com/inferprof/inferprof/processor
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -15,7 +14,6 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/otel/metric"
-	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/names"
@@ -25,29 +23,6 @@ import (
 	"github.com/inferprof/inferprof/internal/stepwindow"
 	"github.com/inferprof/inferprof/processor/stepfiguresprocessor/internal/metadata"
 )
-
-// warnEvery is how often the refused-release warning repeats: the first is
-// logged, then one per interval saying how many were held back.
-const warnEvery = time.Minute
-
-type stepFiguresProcessor struct {
-	logger  *zap.Logger
-	warn    *loglimit.Limiter
-	next    consumer.Traces
-	tel     *metadata.TelemetryBuilder
-	steps   *stepwindow.Window // nil when engine_steps is off
-	maxGaps int                // engine_steps.max_itl_gaps
-	gpu     *gpuJoin           // nil when gpu is off (gpu.go)
-	// stepReader reads engine.step spans for the steps and the GPU join.
-	stepReader *stepspan.Reader
-
-	// for tests
-	now func() time.Time
-
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-}
 
 func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*stepFiguresProcessor, error) {
 	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
