@@ -98,6 +98,8 @@ func TestGoldenAgentsRecorded(t *testing.T) {
 func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePhases, spans []goldenSpan) {
 	t.Helper()
 	byID := spansByID(spans)
+	raw := flatten(rec.batches...)
+	rawByID := spansByID(raw)
 	tops := topRuns(spans)
 	require.Len(t, tops, len(rec.Clock.Run), "one top run per Runner.run / graph.invoke")
 	var prev goldenSpan
@@ -121,6 +123,21 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 		assert.GreaterOrEqual(t, model, sumSeconds(calls)-eps, "model time holds every HTTP call")
 		assert.GreaterOrEqual(t, tools, sumSeconds(toolRuns)-eps, "tool time holds every tool body")
 		assert.LessOrEqual(t, model+tools, clk.seconds()+eps)
+		// The instrumentation's own model-call and tool spans under the run,
+		// as the recording has them (none overlaps another of its kind).
+		var spanModel, spanTools float64
+		for _, s := range raw {
+			if s.TraceID == top.TraceID && descends(rawByID, s, top.SpanID) {
+				switch spanRole(s) {
+				case "model":
+					spanModel += spanSeconds(t, s)
+				case "tool":
+					spanTools += spanSeconds(t, s)
+				}
+			}
+		}
+		assert.InDelta(t, spanModel, model, 1e-6, "model time: the model-call spans")
+		assert.InDelta(t, spanTools, tools, 1e-6, "tool time: the tool spans")
 		assert.EqualValues(t, len(calls), a[names.AttrAgentModelCalls])
 		assert.EqualValues(t, len(toolRuns), a[names.AttrAgentToolCalls])
 		assert.NotContains(t, a, names.AttrAgentToolErrors, "every tool of agent.py returns")
@@ -129,6 +146,10 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 		// The bottleneck: down through the runs it names (the SDK's
 		// workflow root names its agent's run, not a call inside it) to the
 		// run whose longest child by the clock is the tool or a model call.
+		if top.Name == "Agent workflow" {
+			c, _ := childNamed(spans, byID, top, fmt.Sprint(a[names.AttrAgentBottleneck]))
+			assert.True(t, isRun(c), "the SDK's workflow root: its bottleneck is its agent's run, not a call inside it")
+		}
 		run := top
 		for {
 			b, ok := run.Attributes[names.AttrAgentBottleneck].(string)
@@ -289,4 +310,48 @@ func joinLines(lines [][]byte) []byte {
 		out = append(append(out, l...), '\n')
 	}
 	return out
+}
+
+// withoutEngine is the recording less vLLM's requests: the same agent
+// calling a model served by no engine of ours.
+func withoutEngine(rec recording) []ptrace.Traces {
+	var out []ptrace.Traces
+	for _, td := range splitByResource(rec.batches) {
+		if v, ok := td.ResourceSpans().At(0).Resource().Attributes().Get("service.name"); ok && v.Str() == "vllm" {
+			continue
+		}
+		out = append(out, td)
+	}
+	return out
+}
+
+// TestAgentsRecordedWithoutEngine: where no call reached one of our
+// engines, a run has no engine figures and no call a split, and the rest of
+// its figures are as with the engine's spans.
+func TestAgentsRecordedWithoutEngine(t *testing.T) {
+	for _, rec := range loadRecordings(t) {
+		t.Run(rec.SDK, func(t *testing.T) {
+			batches := withoutEngine(rec)
+			require.Less(t, len(batches), len(splitByResource(rec.batches)), "the recording has vLLM's requests")
+			with := map[string]goldenSpan{}
+			for _, s := range topRuns(flatten(replay(t, agentGoldenConfig(), rec.batches, true)...)) {
+				with[s.SpanID] = s
+			}
+			spans := flatten(replay(t, agentGoldenConfig(), batches, true)...)
+			tops := topRuns(spans)
+			require.Len(t, tops, len(rec.Clock.Run))
+			for _, top := range tops {
+				a, w := top.Attributes, with[top.SpanID].Attributes
+				for _, k := range []string{names.AttrAgentTimeInQueue, names.AttrAgentTimeInPrefill, names.AttrAgentTimeInDecode, names.AttrAgentEngineCalls} {
+					assert.NotContains(t, a, k, "no call reached our engine")
+				}
+				for _, k := range []string{names.AttrAgentTimeInModel, names.AttrAgentTimeInTools, names.AttrAgentTimeInOther, names.AttrAgentModelCalls, names.AttrAgentToolCalls, names.AttrAgentBottleneck, names.AttrAgentTurn} {
+					assert.Equal(t, w[k], a[k], k)
+				}
+			}
+			for _, s := range spans {
+				assert.NotContains(t, s.Attributes, names.AttrCallTimeInQueue, "%s: no engine request to split by", s.Name)
+			}
+		})
+	}
 }
