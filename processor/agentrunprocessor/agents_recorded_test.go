@@ -57,29 +57,20 @@ func recordedOrders(rec recording) []recordedOrder {
 // privacy, inference and agent_run, in every order above, and holds the
 // output against the recording's own data: the script's clock and vLLM's
 // own llm_request spans, never against the processor's reading.
+//
+// And against a golden file: in the recorded order the output is
+// testdata/golden/recorded_<sdk>.yaml (-update rewrites it); in every other
+// order it is the same but for the token_share costs, which depend on the
+// order (testdata/README.md): every other figure, attribute and span is
+// the same whatever the order.
 func TestAgentsRecordedInput(t *testing.T) {
 	for _, rec := range loadRecordings(t) {
 		engine := engineRequests(t, rec)
-		for _, o := range recordedOrders(rec) {
-			t.Run(rec.SDK+"/"+o.name, func(t *testing.T) {
-				got := replay(t, agentGoldenConfig(), o.batches, true)
-				checkRecordedRuns(t, rec, engine, flatten(got...))
-			})
-		}
-	}
-}
-
-// TestGoldenAgentsRecorded: each recording's output in the recorded order
-// is testdata/golden/recorded_<sdk>.yaml (-update rewrites it); in every
-// other order of recordedOrders it is the same but for the token_share
-// costs, which depend on the order (see the README's tests section): every
-// other figure, attribute and span is the same whatever the order.
-func TestGoldenAgentsRecorded(t *testing.T) {
-	for _, rec := range loadRecordings(t) {
+		file := "recorded_" + rec.SDK
 		for i, o := range recordedOrders(rec) {
 			t.Run(rec.SDK+"/"+o.name, func(t *testing.T) {
 				got := replay(t, agentGoldenConfig(), o.batches, true)
-				file := "recorded_" + rec.SDK
+				checkRecordedRuns(t, rec, engine, flatten(got...))
 				if i == 0 {
 					checkGolden(t, file, got)
 					return
