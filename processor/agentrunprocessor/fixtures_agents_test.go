@@ -4,8 +4,6 @@
 package agentrunprocessor
 
 import (
-	"encoding/json"
-
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -87,14 +85,6 @@ func engineCall(i int) engineFigures { return turn1Engine[i] }
 // at adds a step as a span of b.
 func (b *batch) at(trace string, s agentStep, name string, kind ptrace.SpanKind) ptrace.Span {
 	return b.span(name, kind, trace, s.id, s.parent, ns(t0+s.start), ns(t0+s.end))
-}
-
-func jsonStr(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }
 
 // vllmUnder adds the engine side of one model call to a vLLM batch: the

@@ -203,3 +203,28 @@ func TestCallSplit(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnsInStartOrder: two turns of one conversation released by the
+// same expiry are numbered by their start, whichever arrived first.
+func TestTurnsInStartOrder(t *testing.T) {
+	for _, first := range []byte{1, 2} {
+		a := New(Settings{Wait: time.Second, MaxHold: time.Minute, MaxSpans: 100, MaxSpansPerTrace: 100, MaxConversations: 10, ConversationIdle: time.Hour})
+		now := time.Unix(100, 0)
+		ids := map[ptrace.Traces]pcommon.SpanID{}
+		turn := func(i byte) {
+			start := int64(i) * 100
+			trace := pcommon.TraceID{i}
+			td := newHeld()
+			ids[td] = pcommon.SpanID{7: i}
+			a.Hold(trace, Node{ID: pcommon.SpanID{7: i}, Start: start, End: start + 50, Role: Agent, AgentName: "a", Conversation: "c"},
+				func() ptrace.Traces { return td }, now)
+		}
+		turn(first)
+		turn(3 - first)
+		a.Settle(now)
+		got := released(t, a.Expire(now.Add(time.Second)), ids)
+		assert.EqualValues(t, 1, got[pcommon.SpanID{7: 1}]["inferprof.agent.turn"], "arrival: trace %d first", first)
+		assert.EqualValues(t, 2, got[pcommon.SpanID{7: 2}]["inferprof.agent.turn"], "arrival: trace %d first", first)
+		assert.InDelta(t, 50e-9, got[pcommon.SpanID{7: 2}]["inferprof.agent.time_since_previous_turn"], 1e-18)
+	}
+}

@@ -17,6 +17,7 @@
 package agent // import "github.com/inferprof/inferprof/processor/agentrunprocessor/internal/agent"
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,17 @@ type traceState struct {
 }
 
 func (tr *traceState) weight() int { return len(tr.nodes) + len(tr.held) }
+
+// start is the earliest start of the trace's held spans.
+func (tr *traceState) start() int64 {
+	var s int64
+	for i, h := range tr.held {
+		if i == 0 || h.node.Start < s {
+			s = h.node.Start
+		}
+	}
+	return s
+}
 
 // Assembler is safe for concurrent use.
 type Assembler struct {
@@ -272,27 +284,33 @@ func (a *Assembler) Settle(now time.Time) []Release {
 func (a *Assembler) Expire(now time.Time) []Release {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []Release
-	type kept struct {
-		trace pcommon.TraceID
-		tr    *traceState
+	type due struct {
+		trace  pcommon.TraceID
+		tr     *traceState
+		reason string
 	}
-	var keep []kept
+	var dues []due
 	a.tab.Expire(now, func(te *tracetable.Entry[*traceState]) {
-		tr := te.Value
 		switch te.List() {
 		case lRecords:
 			return
 		case lHolding:
 			a.stats.Timeouts++
-			out = append(out, a.finish(tr, ReasonTimeout, now))
+			dues = append(dues, due{te.Trace, te.Value, ReasonTimeout})
 		default:
-			out = append(out, a.finish(tr, "", now))
+			dues = append(dues, due{te.Trace, te.Value, ""})
 		}
-		keep = append(keep, kept{te.Trace, tr})
 	})
-	for _, k := range keep {
-		a.keep(k.trace, k.tr, now)
+	// Turns are numbered as traces are released: those released together
+	// go in the order they started, so a conversation's turns count in
+	// order whichever of their requests arrived first.
+	slices.SortStableFunc(dues, func(x, y due) int { return cmpInt(x.tr.start(), y.tr.start()) })
+	out := make([]Release, 0, len(dues))
+	for _, d := range dues {
+		out = append(out, a.finish(d.tr, d.reason, now))
+	}
+	for _, d := range dues {
+		a.keep(d.trace, d.tr, now)
 	}
 	a.entries.Store(int64(a.tab.Entries()))
 	return out
