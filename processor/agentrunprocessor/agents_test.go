@@ -21,10 +21,9 @@ import (
 
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/privacy"
+	"github.com/inferprof/inferprof/internal/spanfixture"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadatatest"
-
-	"github.com/inferprof/inferprof/internal/spanfixture"
 )
 
 func dur(s agentStep) float64 { return s.end - s.start }

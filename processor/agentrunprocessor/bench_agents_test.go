@@ -13,11 +13,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/internal/spanfixture"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor"
 	"github.com/inferprof/inferprof/processor/privacyprocessor"
-
-	"github.com/inferprof/inferprof/internal/spanfixture"
 )
 
 // plainBatch is n spans no engine or GenAI instrumentation wrote: an HTTP

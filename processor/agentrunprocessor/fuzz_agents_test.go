@@ -16,9 +16,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
-
 	"github.com/inferprof/inferprof/internal/spanfixture"
+	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 )
 
 // treeFromBytes decodes fuzz input into the spans of one trace, spread over
