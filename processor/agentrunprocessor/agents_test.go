@@ -21,6 +21,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/privacy"
+	"github.com/inferprof/inferprof/internal/spanfixture"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadatatest"
 )
@@ -178,17 +179,17 @@ func TestAgentsContentRemoved(t *testing.T) {
 // oneRun is an agent run with one model call, whose top (a server span)
 // arrives only when top is true.
 func oneRun(trace byte, top bool) ptrace.Traces {
-	b := newBatch("app", "service.name", "app")
+	b := spanfixture.NewBatch("app", "service.name", "app")
 	tid := pcommon.TraceID{15: trace}.String()
 	id := func(i byte) string { return pcommon.SpanID{0: trace, 7: i}.String() }
-	call := b.span("chat m", ptrace.SpanKindClient, tid, id(3), id(2), ns(t0+0.1), ns(t0+1))
-	put(call.Attributes(), "gen_ai.operation.name", "chat", "gen_ai.request.model", "m")
-	run := b.span("invoke_agent a", ptrace.SpanKindInternal, tid, id(2), id(1), ns(t0), ns(t0+2))
-	put(run.Attributes(), "gen_ai.operation.name", "invoke_agent", "gen_ai.agent.name", "a")
+	call := b.Span("chat m", ptrace.SpanKindClient, tid, id(3), id(2), spanfixture.NS(spanfixture.T0+0.1), spanfixture.NS(spanfixture.T0+1))
+	spanfixture.Put(call.Attributes(), "gen_ai.operation.name", "chat", "gen_ai.request.model", "m")
+	run := b.Span("invoke_agent a", ptrace.SpanKindInternal, tid, id(2), id(1), spanfixture.NS(spanfixture.T0), spanfixture.NS(spanfixture.T0+2))
+	spanfixture.Put(run.Attributes(), "gen_ai.operation.name", "invoke_agent", "gen_ai.agent.name", "a")
 	if top {
-		b.span("POST /run", ptrace.SpanKindServer, tid, id(1), "", ns(t0-0.01), ns(t0+2.01))
+		b.Span("POST /run", ptrace.SpanKindServer, tid, id(1), "", spanfixture.NS(spanfixture.T0-0.01), spanfixture.NS(spanfixture.T0+2.01))
 	}
-	return b.traces()
+	return b.Traces()
 }
 
 func incompleteOpt(reason string) metricdata.DataPoint[int64] {
@@ -251,13 +252,13 @@ func TestAgentEviction(t *testing.T) {
 // TestAgentNotHeldWithoutAgent: a model call under a server span, with no
 // agent, leaves with its batch's top: nothing to wait for.
 func TestAgentNotHeldWithoutAgent(t *testing.T) {
-	b := newBatch("app", "service.name", "app")
+	b := spanfixture.NewBatch("app", "service.name", "app")
 	tid := "0102030405060708090a0b0c0d0e0f10"
-	call := b.span("chat m", ptrace.SpanKindClient, tid, "0000000000000002", "0000000000000001", ns(t0+0.1), ns(t0+1))
-	put(call.Attributes(), "gen_ai.operation.name", "chat", "gen_ai.request.model", "m")
-	b.span("POST /chat", ptrace.SpanKindServer, tid, "0000000000000001", "", ns(t0), ns(t0+1.1))
+	call := b.Span("chat m", ptrace.SpanKindClient, tid, "0000000000000002", "0000000000000001", spanfixture.NS(spanfixture.T0+0.1), spanfixture.NS(spanfixture.T0+1))
+	spanfixture.Put(call.Attributes(), "gen_ai.operation.name", "chat", "gen_ai.request.model", "m")
+	b.Span("POST /chat", ptrace.SpanKindServer, tid, "0000000000000001", "", spanfixture.NS(spanfixture.T0), spanfixture.NS(spanfixture.T0+1.1))
 	h := newHarness(t, goldenConfig(), processortest.NewNopSettings(metadata.Type))
-	h.consume(t, b.traces())
+	h.consume(t, b.Traces())
 	assert.Equal(t, 2, h.sink.SpanCount(), "released at the end of the batch")
 	require.NoError(t, h.tp.Shutdown(t.Context()))
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/internal/spanfixture"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor"
 	"github.com/inferprof/inferprof/processor/privacyprocessor"
@@ -22,7 +23,7 @@ import (
 // service's server and client spans with the old HTTP semconv attributes,
 // two per trace.
 func plainBatch(n int) ptrace.Traces {
-	b := newBatch("opentelemetry.instrumentation.httpx", "service.name", "web", "telemetry.sdk.language", "python")
+	b := spanfixture.NewBatch("opentelemetry.instrumentation.httpx", "service.name", "web", "telemetry.sdk.language", "python")
 	for i := range n {
 		trace := pcommon.TraceID{0: byte(i / 2), 1: byte(i / 512), 15: 1}.String()
 		id := pcommon.SpanID{0: byte(i), 1: byte(i >> 8), 7: 1}.String()
@@ -32,11 +33,11 @@ func plainBatch(n int) ptrace.Traces {
 			parent = pcommon.SpanID{0: byte(i - 1), 1: byte((i - 1) >> 8), 7: 1}.String()
 			kind = ptrace.SpanKindClient
 		}
-		s := b.span("GET /items", kind, trace, id, parent, ns(t0), ns(t0+0.01))
-		put(s.Attributes(), "http.method", "GET", "http.url", "http://items/v1", "http.status_code", 200,
+		s := b.Span("GET /items", kind, trace, id, parent, spanfixture.NS(spanfixture.T0), spanfixture.NS(spanfixture.T0+0.01))
+		spanfixture.Put(s.Attributes(), "http.method", "GET", "http.url", "http://items/v1", "http.status_code", 200,
 			"http.scheme", "http", "net.peer.name", "items", "net.peer.port", 8080, "http.flavor", "1.1", "http.user_agent", "x")
 	}
-	return b.traces()
+	return b.Traces()
 }
 
 // BenchmarkNonAgentSpans measures spans no engine or GenAI instrumentation

@@ -5,6 +5,8 @@ package agentrunprocessor
 
 import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/spanfixture"
 )
 
 // A plain LangChain agent (no LangGraph) traced by OpenLLMetry: the
@@ -49,7 +51,7 @@ const lcTrace = "5c0d1e2f3a4b5c6d7e8f90a1b2c3d4e5"
 
 const lcRun = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9"
 
-func lcBatch() *batch { return olBatch("travel-agent") }
+func lcBatch() *spanfixture.Batch { return olBatch("travel-agent") }
 
 // lcStep is one plan step's RunnableSequence and its parts.
 type lcStep struct{ seq, assign, parallel, lambda, prompt, parser agentStep }
@@ -82,7 +84,7 @@ var lcLangSmith = []any{
 }
 
 // lcTask is a chain run under the executor: a task span.
-func lcTask(b *batch, st agentStep, name, path, runID, parentRun string) {
+func lcTask(b *spanfixture.Batch, st agentStep, name, path, runID, parentRun string) {
 	olChain(b, lcTrace, st, name, "AgentExecutor", path, "langchain", nil, runID, parentRun,
 		`{"inputs": {"input": "(the question)", "intermediate_steps": []}, "tags": [], "metadata": {}, "kwargs": {"name": "`+name+`"}}`,
 		`{"outputs": "(the step's output)", "kwargs": {}}`)
@@ -90,7 +92,7 @@ func lcTask(b *batch, st agentStep, name, path, runID, parentRun string) {
 
 // lcPlan is one plan step, its spans in the order they end; run is the
 // step's first run id suffix (six runs).
-func lcPlan(b *batch, i int, call agentStep, run byte, c olCall) {
+func lcPlan(b *spanfixture.Batch, i int, call agentStep, run byte, c olCall) {
 	st, id := lcSteps[i], func(k byte) string { return lcRun + string("0123456789abcdef"[run+k]) }
 	const seq = "RunnableSequence"
 	const assign = "RunnableAssign<agent_scratchpad>"
@@ -105,11 +107,11 @@ func lcPlan(b *batch, i int, call agentStep, run byte, c olCall) {
 	lcTask(b, st.seq, seq, "", id(0), lcRun+"0")
 }
 
-func lcTool(b *batch, st agentStep, name, args, result string) {
+func lcTool(b *spanfixture.Batch, st agentStep, name, args, result string) {
 	olTool(b, lcTrace, st, name, "AgentExecutor", "", "langchain", nil, args, result, "")
 }
 
-func lcTurn() (first, second *batch) {
+func lcTurn() (first, second *spanfixture.Batch) {
 	first, second = lcBatch(), lcBatch()
 	t := turn1
 	lcPlan(first, 0, t.call1, 1, olCall{respModel: "gpt-4o", finish: "tool_call", in: 812, out: 64, cacheKnown: true})
@@ -126,6 +128,6 @@ func lcTurn() (first, second *batch) {
 }
 
 var (
-	_ = register("agents_langchain_a", func() ptrace.Traces { a, _ := lcTurn(); return a.traces() })
-	_ = register("agents_langchain_b", func() ptrace.Traces { _, b := lcTurn(); return b.traces() })
+	_ = generators.Register("agents_langchain_a", func() ptrace.Traces { a, _ := lcTurn(); return a.Traces() })
+	_ = generators.Register("agents_langchain_b", func() ptrace.Traces { _, b := lcTurn(); return b.Traces() })
 )

@@ -5,6 +5,8 @@ package agentrunprocessor
 
 import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/spanfixture"
 )
 
 // OpenLLMetry's LangChain span writers, for the plain LangChain agent
@@ -19,11 +21,11 @@ import (
 
 // olBatch is an export of a Python process OpenLLMetry's LangChain
 // instrumentation traces.
-func olBatch(service string) *batch {
-	b := newBatch("opentelemetry.instrumentation.langchain",
+func olBatch(service string) *spanfixture.Batch {
+	b := spanfixture.NewBatch("opentelemetry.instrumentation.langchain",
 		"service.name", service, "telemetry.sdk.language", "python",
 		"telemetry.sdk.name", "opentelemetry", "telemetry.sdk.version", "1.38.0")
-	b.td.ResourceSpans().At(0).ScopeSpans().At(0).Scope().SetVersion("0.62.1")
+	b.Traces().ResourceSpans().At(0).ScopeSpans().At(0).Scope().SetVersion("0.62.1")
 	return b
 }
 
@@ -32,17 +34,17 @@ func olBatch(service string) *batch {
 // has no parent run it knows, else a task. props are the run's metadata as
 // _create_span writes it (traceloop.association.properties.*); provider is
 // langgraph inside a graph, else langchain.
-func olChain(b *batch, trace string, st agentStep, name, workflow, path, provider string, props []any, runID, parentRun, input, output string) {
+func olChain(b *spanfixture.Batch, trace string, st agentStep, name, workflow, path, provider string, props []any, runID, parentRun, input, output string) {
 	workflowKind := parentRun == ""
 	spanName := "execute_task " + name
 	if workflowKind {
 		spanName = name + ".workflow"
 	}
-	s := b.at(trace, st, spanName, ptrace.SpanKindInternal)
-	put(s.Attributes(), "traceloop.workflow.name", workflow, "traceloop.entity.path", path)
-	put(s.Attributes(), props...)
+	s := at(b, trace, st, spanName, ptrace.SpanKindInternal)
+	spanfixture.Put(s.Attributes(), "traceloop.workflow.name", workflow, "traceloop.entity.path", path)
+	spanfixture.Put(s.Attributes(), props...)
 	if workflowKind {
-		put(s.Attributes(),
+		spanfixture.Put(s.Attributes(),
 			"traceloop.span.kind", "workflow",
 			"traceloop.entity.name", name,
 			"gen_ai.provider.name", provider,
@@ -50,7 +52,7 @@ func olChain(b *batch, trace string, st agentStep, name, workflow, path, provide
 			"gen_ai.agent.name", name,
 			"gen_ai.agent.id", runID)
 	} else {
-		put(s.Attributes(),
+		spanfixture.Put(s.Attributes(),
 			"traceloop.span.kind", "task",
 			"traceloop.entity.name", name,
 			"gen_ai.provider.name", provider,
@@ -59,7 +61,7 @@ func olChain(b *batch, trace string, st agentStep, name, workflow, path, provide
 			"gen_ai.task.id", runID,
 			"gen_ai.task.parent.id", parentRun)
 	}
-	put(s.Attributes(),
+	spanfixture.Put(s.Attributes(),
 		"traceloop.entity.input", input,
 		"gen_ai.task.input", input,
 		"gen_ai.task.status", "success",
@@ -81,11 +83,11 @@ type olCall struct {
 // olLLM is OpenLLMetry's chat span (on_chat_model_start, _create_llm_span,
 // span_utils.py set_request_params / set_chat_request, on_llm_end,
 // set_chat_response_usage, set_chat_response).
-func olLLM(b *batch, trace string, st agentStep, c olCall) {
-	s := b.at(trace, st, "ChatOpenAI.chat", ptrace.SpanKindClient)
-	put(s.Attributes(), "traceloop.workflow.name", c.workflow, "traceloop.entity.path", c.path)
-	put(s.Attributes(), c.props...)
-	put(s.Attributes(),
+func olLLM(b *spanfixture.Batch, trace string, st agentStep, c olCall) {
+	s := at(b, trace, st, "ChatOpenAI.chat", ptrace.SpanKindClient)
+	spanfixture.Put(s.Attributes(), "traceloop.workflow.name", c.workflow, "traceloop.entity.path", c.path)
+	spanfixture.Put(s.Attributes(), c.props...)
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.provider.name", "openai",
 		"gen_ai.operation.name", "chat",
 		"gen_ai.request.model", "gpt-4o",
@@ -95,28 +97,28 @@ func olLLM(b *batch, trace string, st agentStep, c olCall) {
 		"gen_ai.system_instructions", `[{"type": "text", "content": "You are a travel assistant."}]`,
 		"gen_ai.input.messages", `[{"role": "user", "parts": [{"type": "text", "content": "What's the weather in Paris and Tokyo?"}]}]`)
 	if c.respID != "" {
-		put(s.Attributes(), "gen_ai.response.id", c.respID)
+		spanfixture.Put(s.Attributes(), "gen_ai.response.id", c.respID)
 	}
-	put(s.Attributes(),
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.usage.input_tokens", c.in,
 		"gen_ai.usage.output_tokens", c.out,
 		"gen_ai.usage.total_tokens", c.in+c.out)
 	if c.cacheKnown {
-		put(s.Attributes(), "gen_ai.usage.cache_read.input_tokens", c.cached)
+		spanfixture.Put(s.Attributes(), "gen_ai.usage.cache_read.input_tokens", c.cached)
 	}
-	put(s.Attributes(), "gen_ai.output.messages", `[{"role": "assistant", "parts": [{"type": "text", "content": "(the reply)"}], "finish_reason": "`+c.finish+`"}]`)
+	spanfixture.Put(s.Attributes(), "gen_ai.output.messages", `[{"role": "assistant", "parts": [{"type": "text", "content": "(the reply)"}], "finish_reason": "`+c.finish+`"}]`)
 	fr := s.Attributes().PutEmptySlice("gen_ai.response.finish_reasons")
 	fr.AppendEmpty().SetStr(c.finish)
 }
 
 // olTool is OpenLLMetry's tool span (on_tool_start, on_tool_end, and
 // on_tool_error through _handle_error).
-func olTool(b *batch, trace string, st agentStep, name, workflow, path, provider string, props []any, args, result, err string) {
-	s := b.at(trace, st, "execute_tool "+name, ptrace.SpanKindInternal)
+func olTool(b *spanfixture.Batch, trace string, st agentStep, name, workflow, path, provider string, props []any, args, result, err string) {
+	s := at(b, trace, st, "execute_tool "+name, ptrace.SpanKindInternal)
 	in := `{"input_str": "` + args + `", "tags": [], "metadata": {}, "inputs": null, "kwargs": {}}`
-	put(s.Attributes(), "traceloop.workflow.name", workflow, "traceloop.entity.path", path)
-	put(s.Attributes(), props...)
-	put(s.Attributes(),
+	spanfixture.Put(s.Attributes(), "traceloop.workflow.name", workflow, "traceloop.entity.path", path)
+	spanfixture.Put(s.Attributes(), props...)
+	spanfixture.Put(s.Attributes(),
 		"traceloop.span.kind", "tool",
 		"traceloop.entity.name", name,
 		"gen_ai.provider.name", provider,
@@ -127,15 +129,15 @@ func olTool(b *batch, trace string, st agentStep, name, workflow, path, provider
 		"traceloop.entity.input", in,
 		"gen_ai.tool.call.arguments", in)
 	if err != "" {
-		put(s.Attributes(), "gen_ai.task.status", "failure", "error.type", "ValueError")
+		spanfixture.Put(s.Attributes(), "gen_ai.task.status", "failure", "error.type", "ValueError")
 		s.Status().SetCode(ptrace.StatusCodeError)
 		s.Status().SetMessage(err)
-		event(s, "exception", ns(t0+st.end), "exception.type", "ValueError", "exception.message", err,
+		spanfixture.Event(s, "exception", spanfixture.NS(spanfixture.T0+st.end), "exception.type", "ValueError", "exception.message", err,
 			"exception.stacktrace", "Traceback (most recent call last):\n  ...\nValueError: "+err, "exception.escaped", "False")
 		return
 	}
 	out := `{"output": "` + result + `", "kwargs": {}}`
-	put(s.Attributes(),
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.task.status", "success",
 		"traceloop.entity.output", out,
 		"gen_ai.tool.call.result", out)

@@ -5,6 +5,8 @@ package agentrunprocessor
 
 import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/spanfixture"
 )
 
 // An application instrumented by hand to the GenAI semantic conventions
@@ -28,15 +30,15 @@ import (
 
 const scTraceA, scTraceB = "d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a1", "d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5b2"
 
-func scBatch() *batch {
-	return newBatch("travel_app",
+func scBatch() *spanfixture.Batch {
+	return spanfixture.NewBatch("travel_app",
 		"service.name", "travel-app", "telemetry.sdk.language", "python",
 		"telemetry.sdk.name", "opentelemetry", "telemetry.sdk.version", "1.38.0")
 }
 
-func scAgent(b *batch, trace string, st agentStep, name, id string) {
-	s := b.at(trace, st, "invoke_agent "+name, ptrace.SpanKindInternal)
-	put(s.Attributes(),
+func scAgent(b *spanfixture.Batch, trace string, st agentStep, name, id string) {
+	s := at(b, trace, st, "invoke_agent "+name, ptrace.SpanKindInternal)
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.operation.name", "invoke_agent",
 		"gen_ai.provider.name", "vllm",
 		"gen_ai.agent.name", name,
@@ -48,9 +50,9 @@ func scAgent(b *batch, trace string, st agentStep, name, id string) {
 		"gen_ai.output.messages", `[{"role":"assistant","parts":[{"type":"text","content":"(the answer)"}]}]`)
 }
 
-func scCall(b *batch, trace string, st agentStep, op, model, respID string, in, cached, out int) {
-	s := b.at(trace, st, op+" "+model, ptrace.SpanKindClient)
-	put(s.Attributes(),
+func scCall(b *spanfixture.Batch, trace string, st agentStep, op, model, respID string, in, cached, out int) {
+	s := at(b, trace, st, op+" "+model, ptrace.SpanKindClient)
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.operation.name", op,
 		"gen_ai.provider.name", "vllm",
 		"gen_ai.request.model", model,
@@ -64,15 +66,15 @@ func scCall(b *batch, trace string, st agentStep, op, model, respID string, in, 
 		"gen_ai.usage.output_tokens", out)
 	fr := s.Attributes().PutEmptySlice("gen_ai.response.finish_reasons")
 	fr.AppendEmpty().SetStr("stop")
-	put(s.Attributes(),
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.system_instructions", `[{"type":"text","content":"You are a travel assistant."}]`,
 		"gen_ai.input.messages", `[{"role":"user","parts":[{"type":"text","content":"(the prompt)"}]}]`,
 		"gen_ai.output.messages", `[{"role":"assistant","parts":[{"type":"text","content":"(the reply)"}],"finish_reason":"stop"}]`)
 }
 
-func scEmbeddings(b *batch, trace string, st agentStep, in int) {
-	s := b.at(trace, st, "embeddings BAAI/bge-m3", ptrace.SpanKindClient)
-	put(s.Attributes(),
+func scEmbeddings(b *spanfixture.Batch, trace string, st agentStep, in int) {
+	s := at(b, trace, st, "embeddings BAAI/bge-m3", ptrace.SpanKindClient)
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.operation.name", "embeddings",
 		"gen_ai.provider.name", "vllm",
 		"gen_ai.request.model", "BAAI/bge-m3",
@@ -82,25 +84,25 @@ func scEmbeddings(b *batch, trace string, st agentStep, in int) {
 		"gen_ai.embeddings.dimension.count", 1024)
 }
 
-func scTool(b *batch, trace string, st agentStep, name, callID, args, result, errType string) {
-	s := b.at(trace, st, "execute_tool "+name, ptrace.SpanKindInternal)
-	put(s.Attributes(),
+func scTool(b *spanfixture.Batch, trace string, st agentStep, name, callID, args, result, errType string) {
+	s := at(b, trace, st, "execute_tool "+name, ptrace.SpanKindInternal)
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.operation.name", "execute_tool",
 		"gen_ai.tool.name", name,
 		"gen_ai.tool.call.id", callID,
 		"gen_ai.tool.type", "function",
 		"gen_ai.tool.call.arguments", args)
 	if errType != "" {
-		put(s.Attributes(), "error.type", errType)
+		spanfixture.Put(s.Attributes(), "error.type", errType)
 		s.Status().SetCode(ptrace.StatusCodeError)
 		s.Status().SetMessage("unknown time zone")
 		return
 	}
-	put(s.Attributes(), "gen_ai.tool.call.result", result)
+	spanfixture.Put(s.Attributes(), "gen_ai.tool.call.result", result)
 }
 
-func scTurn1() (first, second, engine *batch) {
-	first, second, engine = scBatch(), scBatch(), vllmExport()
+func scTurn1() (first, second, engine *spanfixture.Batch) {
+	first, second, engine = scBatch(), scBatch(), spanfixture.VLLMExport()
 	t := turn1
 	vllmUnder(first, engine, scTraceA, t.call1, "a100000000000031", "c100000000000031", "chatcmpl-sc1", engineCall(0))
 	scCall(first, scTraceA, t.call1, "chat", "Qwen/Qwen3-8B", "chatcmpl-sc1", 812, 512, 64)
@@ -110,14 +112,14 @@ func scTurn1() (first, second, engine *batch) {
 	vllmUnder(second, engine, scTraceA, t.call2, "a100000000000032", "c100000000000032", "chatcmpl-sc2", engineCall(1))
 	scCall(second, scTraceA, t.call2, "chat", "Qwen/Qwen3-8B", "chatcmpl-sc2", 1210, 768, 142)
 	scAgent(second, scTraceA, t.agent, "Weather agent", "asst_weather")
-	s := second.at(scTraceA, t.root, "POST /chat", ptrace.SpanKindServer)
-	put(s.Attributes(), "http.request.method", "POST", "http.route", "/chat", "http.response.status_code", 200)
+	s := at(second, scTraceA, t.root, "POST /chat", ptrace.SpanKindServer)
+	spanfixture.Put(s.Attributes(), "http.request.method", "POST", "http.route", "/chat", "http.response.status_code", 200)
 	return first, second, engine
 }
 
 // scTurn2: the research agent as a tool; its search embeds the query, and
 // its second call is a plain text completion.
-func scTurn2() *batch {
+func scTurn2() *spanfixture.Batch {
 	b := scBatch()
 	t := turn2
 	scCall(b, scTraceB, t.call1, "chat", "Qwen/Qwen3-8B", "chatcmpl-sc3", 350, 0, 24)
@@ -129,14 +131,14 @@ func scTurn2() *batch {
 	scTool(b, scTraceB, t.research, "research", "call_4", `{"topic":"Kyoto this week"}`, "(the research agent's answer)", "")
 	scCall(b, scTraceB, t.call2, "chat", "Qwen/Qwen3-8B", "chatcmpl-sc6", 1330, 1024, 210)
 	scAgent(b, scTraceB, t.agent, "Travel agent", "asst_travel")
-	s := b.at(scTraceB, t.root, "POST /chat", ptrace.SpanKindServer)
-	put(s.Attributes(), "http.request.method", "POST", "http.route", "/chat", "http.response.status_code", 200)
+	s := at(b, scTraceB, t.root, "POST /chat", ptrace.SpanKindServer)
+	spanfixture.Put(s.Attributes(), "http.request.method", "POST", "http.route", "/chat", "http.response.status_code", 200)
 	return b
 }
 
 var (
-	_ = register("agents_semconv_turn1_a", func() ptrace.Traces { a, _, _ := scTurn1(); return a.traces() })
-	_ = register("agents_semconv_turn1_b", func() ptrace.Traces { _, b, _ := scTurn1(); return b.traces() })
-	_ = register("agents_semconv_turn1_vllm", func() ptrace.Traces { _, _, e := scTurn1(); return e.traces() })
-	_ = register("agents_semconv_turn2", func() ptrace.Traces { return scTurn2().traces() })
+	_ = generators.Register("agents_semconv_turn1_a", func() ptrace.Traces { a, _, _ := scTurn1(); return a.Traces() })
+	_ = generators.Register("agents_semconv_turn1_b", func() ptrace.Traces { _, b, _ := scTurn1(); return b.Traces() })
+	_ = generators.Register("agents_semconv_turn1_vllm", func() ptrace.Traces { _, _, e := scTurn1(); return e.Traces() })
+	_ = generators.Register("agents_semconv_turn2", func() ptrace.Traces { return scTurn2().Traces() })
 )

@@ -5,6 +5,8 @@ package agentrunprocessor
 
 import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/spanfixture"
 )
 
 // Agent fixtures: one conversation of two turns per instrumentation, built
@@ -12,7 +14,7 @@ import (
 // testdata/spans/README.md). Every instrumentation gets the same agent
 // behaviour, so the figures can be compared across them:
 //
-// Turn 1 (trace ...a1, t0+0 s to t0+9 s): a model call that asks for three
+// Turn 1 (trace ...a1, T0+0 s to T0+9 s): a model call that asks for three
 // tools, which run in parallel (overlapping); one of them fails; a second
 // model call writes the answer.
 //
@@ -23,7 +25,7 @@ import (
 //	  tool get_time      2.300 ─ 2.400   } fails
 //	  model call #2      5.500 ─ 8.700
 //
-// Turn 2 (trace ...b2, t0+20 s to t0+27 s): an agent used as a tool.
+// Turn 2 (trace ...b2, T0+20 s to T0+27 s): an agent used as a tool.
 //
 //	agent run            20.000 ─ 27.000
 //	  model call         20.100 ─ 21.100
@@ -41,7 +43,7 @@ import (
 // its child (shared/reference/engines-and-semconv.md §1.5: do_tracing uses
 // the extracted context as the parent).
 
-// agentStep is one span of the behaviour above, in seconds from t0.
+// agentStep is one span of the behaviour above, in seconds from T0.
 type agentStep struct {
 	id, parent string
 	start, end float64
@@ -83,35 +85,35 @@ type engineFigures struct {
 func engineCall(i int) engineFigures { return turn1Engine[i] }
 
 // at adds a step as a span of b.
-func (b *batch) at(trace string, s agentStep, name string, kind ptrace.SpanKind) ptrace.Span {
-	return b.span(name, kind, trace, s.id, s.parent, ns(t0+s.start), ns(t0+s.end))
+func at(b *spanfixture.Batch, trace string, s agentStep, name string, kind ptrace.SpanKind) ptrace.Span {
+	return b.Span(name, kind, trace, s.id, s.parent, spanfixture.NS(spanfixture.T0+s.start), spanfixture.NS(spanfixture.T0+s.end))
 }
 
 // vllmUnder adds the engine side of one model call to a vLLM batch: the
 // httpx span goes to the agent's batch (http), vLLM's llm_request to the
 // engine's (eng). queue, prefill and decode are the engine's figures.
-func vllmUnder(http, eng *batch, trace string, call agentStep, postID, reqID, engineReq string, e engineFigures) {
+func vllmUnder(http, eng *spanfixture.Batch, trace string, call agentStep, postID, reqID, engineReq string, e engineFigures) {
 	promptLen, generated, queue, prefill, decode := e.in, e.out, e.queue, e.prefill, e.decode
 	post := agentStep{postID, call.id, call.start + 0.010, call.end - 0.010}
-	s := http.at(trace, post, "POST", ptrace.SpanKindClient)
-	put(s.Attributes(),
+	s := at(http, trace, post, "POST", ptrace.SpanKindClient)
+	spanfixture.Put(s.Attributes(),
 		"http.method", "POST",
 		"http.url", "http://vllm.internal:8000/v1/chat/completions",
 		"http.status_code", 200)
 	// vLLM: arrival a few ms after the client sent; queued just after
 	// arrival on the engine's monotonic clock; the frontend's 20 ms sits
 	// between arrival and the queue.
-	arrival := t0 + post.start + 0.005
+	arrival := spanfixture.T0 + post.start + 0.005
 	const mono = 5000.0
-	st := vllmStats{
-		arrival: arrival, queued: mono, scheduled: mono + queue,
-		firstToken: mono + queue + prefill, lastToken: mono + queue + prefill + decode,
-		firstTokenLatency: 0.020 + queue + prefill, generated: generated,
+	st := spanfixture.VLLMStats{
+		Arrival: arrival, Queued: mono, Scheduled: mono + queue,
+		FirstToken: mono + queue + prefill, LastToken: mono + queue + prefill + decode,
+		FirstTokenLatency: 0.020 + queue + prefill, Generated: generated,
 	}
-	r := vllmRequest{
-		traceID: trace, spanID: reqID, externalReqID: engineReq, promptLen: promptLen, finish: "stop",
-		maxTokens: 1024, n: 1, iterationStamp: arrival + 0.020 + queue + prefill + decode + 0.004, endDelay: 0.0005,
+	r := spanfixture.VLLMRequest{
+		TraceID: trace, SpanID: reqID, ExternalReqID: engineReq, PromptLen: promptLen, Finish: "stop",
+		MaxTokens: 1024, N: 1, IterationStamp: arrival + 0.020 + queue + prefill + decode + 0.004, EndDelay: 0.0005,
 	}
-	sp := eng.doTracing(st, r)
+	sp := eng.DoTracing(st, r)
 	sp.SetParentSpanID(s.SpanID())
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/spanfixture"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 )
 
@@ -26,9 +27,9 @@ import (
 func treeFromBytes(data []byte) []ptrace.Traces {
 	const rec = 5
 	n := min(len(data)/rec, 64)
-	batches := make([]*batch, 4)
+	batches := make([]*spanfixture.Batch, 4)
 	for i := range batches {
-		batches[i] = newBatch("fuzz", "service.name", "fuzz")
+		batches[i] = spanfixture.NewBatch("fuzz", "service.name", "fuzz")
 	}
 	trace := "0102030405060708090a0b0c0d0e0f10"
 	id := func(i int) string { return pcommon.SpanID{0: 0xf0, 6: byte(i >> 8), 7: byte(i)}.String() }
@@ -42,33 +43,33 @@ func treeFromBytes(data []byte) []ptrace.Traces {
 		default:
 			parent = id((p - 1) % max(n, 1)) // may be itself, or a descendant
 		}
-		start := t0 + float64(r[2])/10
+		start := spanfixture.T0 + float64(r[2])/10
 		end := start + (float64(int8(r[3])))/20
 		b := batches[r[4]&3]
 		var s ptrace.Span
 		switch r[0] % 7 {
 		case 0:
-			s = b.span("invoke_agent a", ptrace.SpanKindInternal, trace, id(i), parent, ns(start), ns(end))
-			put(s.Attributes(), "gen_ai.operation.name", "invoke_agent", "gen_ai.agent.name", "a", "gen_ai.conversation.id", "c")
+			s = b.Span("invoke_agent a", ptrace.SpanKindInternal, trace, id(i), parent, spanfixture.NS(start), spanfixture.NS(end))
+			spanfixture.Put(s.Attributes(), "gen_ai.operation.name", "invoke_agent", "gen_ai.agent.name", "a", "gen_ai.conversation.id", "c")
 		case 1:
-			s = b.span("execute_tool t", ptrace.SpanKindInternal, trace, id(i), parent, ns(start), ns(end))
-			put(s.Attributes(), "gen_ai.operation.name", "execute_tool", "gen_ai.tool.name", "t")
+			s = b.Span("execute_tool t", ptrace.SpanKindInternal, trace, id(i), parent, spanfixture.NS(start), spanfixture.NS(end))
+			spanfixture.Put(s.Attributes(), "gen_ai.operation.name", "execute_tool", "gen_ai.tool.name", "t")
 		case 2:
-			s = b.span("chat m", ptrace.SpanKindClient, trace, id(i), parent, ns(start), ns(end))
-			put(s.Attributes(), "gen_ai.operation.name", "chat", "gen_ai.request.model", "m",
+			s = b.Span("chat m", ptrace.SpanKindClient, trace, id(i), parent, spanfixture.NS(start), spanfixture.NS(end))
+			spanfixture.Put(s.Attributes(), "gen_ai.operation.name", "chat", "gen_ai.request.model", "m",
 				"gen_ai.usage.input_tokens", int(r[2]), "gen_ai.usage.output_tokens", int(r[3]))
 		case 3:
-			s = b.span("LLM", ptrace.SpanKindInternal, trace, id(i), parent, ns(start), ns(end))
-			put(s.Attributes(), "openinference.span.kind", "LLM", "llm.model_name", "m")
+			s = b.Span("LLM", ptrace.SpanKindInternal, trace, id(i), parent, spanfixture.NS(start), spanfixture.NS(end))
+			spanfixture.Put(s.Attributes(), "openinference.span.kind", "LLM", "llm.model_name", "m")
 		case 4:
-			s = b.span("POST /run", ptrace.SpanKindServer, trace, id(i), parent, ns(start), ns(end))
+			s = b.Span("POST /run", ptrace.SpanKindServer, trace, id(i), parent, spanfixture.NS(start), spanfixture.NS(end))
 		case 5:
-			s = b.span("llm_request", ptrace.SpanKindServer, trace, id(i), parent, ns(start), ns(end))
-			put(s.Attributes(), names.AttrTimeToFirstToken, 0.2, names.AttrE2E, 1.0, names.AttrTimeInQueue, 0.1,
+			s = b.Span("llm_request", ptrace.SpanKindServer, trace, id(i), parent, spanfixture.NS(start), spanfixture.NS(end))
+			spanfixture.Put(s.Attributes(), names.AttrTimeToFirstToken, 0.2, names.AttrE2E, 1.0, names.AttrTimeInQueue, 0.1,
 				names.AttrTimeInPrefill, 0.1, names.AttrTimeInDecode, 0.8, "gen_ai.usage.prompt_tokens", 10,
 				"gen_ai.usage.completion_tokens", 5)
 		default:
-			s = b.span("POST", ptrace.SpanKindClient, trace, id(i), parent, ns(start), ns(end))
+			s = b.Span("POST", ptrace.SpanKindClient, trace, id(i), parent, spanfixture.NS(start), spanfixture.NS(end))
 		}
 		if r[4]&4 != 0 {
 			s.Status().SetCode(ptrace.StatusCodeError)
@@ -76,8 +77,8 @@ func treeFromBytes(data []byte) []ptrace.Traces {
 	}
 	out := make([]ptrace.Traces, 0, 4)
 	for _, b := range batches {
-		if b.spans.Len() > 0 {
-			out = append(out, b.traces())
+		if b.Len() > 0 {
+			out = append(out, b.Traces())
 		}
 	}
 	return out
@@ -159,23 +160,23 @@ func FuzzAgentTrees(f *testing.F) {
 func TestAgentTenThousandChildren(t *testing.T) {
 	const n = 10_000
 	build := func(batches int) []ptrace.Traces {
-		bs := make([]*batch, batches)
+		bs := make([]*spanfixture.Batch, batches)
 		for i := range bs {
-			bs[i] = newBatch("app", "service.name", "app")
+			bs[i] = spanfixture.NewBatch("app", "service.name", "app")
 		}
 		trace := "0102030405060708090a0b0c0d0e0f10"
 		run := "00000000000000a1"
 		for i := range n {
-			s := bs[i%batches].span("execute_tool t", ptrace.SpanKindInternal, trace,
+			s := bs[i%batches].Span("execute_tool t", ptrace.SpanKindInternal, trace,
 				pcommon.SpanID{0: 1, 6: byte(i >> 8), 7: byte(i)}.String(), run,
-				ns(t0+float64(i)*0.001), ns(t0+float64(i)*0.001+0.0015))
-			put(s.Attributes(), "gen_ai.operation.name", "execute_tool", "gen_ai.tool.name", "t")
+				spanfixture.NS(spanfixture.T0+float64(i)*0.001), spanfixture.NS(spanfixture.T0+float64(i)*0.001+0.0015))
+			spanfixture.Put(s.Attributes(), "gen_ai.operation.name", "execute_tool", "gen_ai.tool.name", "t")
 		}
-		r := bs[batches-1].span("invoke_agent a", ptrace.SpanKindInternal, trace, run, "", ns(t0), ns(t0+11))
-		put(r.Attributes(), "gen_ai.operation.name", "invoke_agent")
+		r := bs[batches-1].Span("invoke_agent a", ptrace.SpanKindInternal, trace, run, "", spanfixture.NS(spanfixture.T0), spanfixture.NS(spanfixture.T0+11))
+		spanfixture.Put(r.Attributes(), "gen_ai.operation.name", "invoke_agent")
 		out := make([]ptrace.Traces, batches)
 		for i, b := range bs {
-			out[i] = b.traces()
+			out[i] = b.Traces()
 		}
 		return out
 	}

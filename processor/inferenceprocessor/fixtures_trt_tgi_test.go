@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/inferprof/inferprof/internal/spanfixture"
 )
 
 // TensorRT-LLM.
@@ -36,14 +38,14 @@ type trtRequest struct {
 	end              float64 // when do_tracing runs
 }
 
-func trtBatch() *batch {
-	return newBatch("tensorrt_llm.llmapi", "service.name", "trtllm-serve", "telemetry.sdk.language", "python")
+func trtBatch() *spanfixture.Batch {
+	return spanfixture.NewBatch("tensorrt_llm.llmapi", "service.name", "trtllm-serve", "telemetry.sdk.language", "python")
 }
 
-func (b *batch) trtDoTracing(r trtRequest) {
+func trtDoTracing(b *spanfixture.Batch, r trtRequest) {
 	reasons, _ := json.Marshal([]string{r.finish})
-	s := b.span("llm_request", ptrace.SpanKindServer, r.traceID, r.spanID, "", ns(r.end-r.e2e), ns(r.end))
-	put(s.Attributes(),
+	s := b.Span("llm_request", ptrace.SpanKindServer, r.traceID, r.spanID, "", spanfixture.NS(r.end-r.e2e), spanfixture.NS(r.end))
+	spanfixture.Put(s.Attributes(),
 		"gen_ai.request.temperature", 0.8, "gen_ai.request.top_p", 0.95, "gen_ai.request.top_k", 40,
 		"gen_ai.request.max_tokens", 512, "gen_ai.request.n", 1,
 		"gen_ai.latency.time_to_first_token", r.ttft, "gen_ai.latency.e2e", r.e2e, "gen_ai.request.id", r.id,
@@ -51,37 +53,37 @@ func (b *batch) trtDoTracing(r trtRequest) {
 		"gen_ai.usage.prompt_tokens", r.prompt, "gen_ai.usage.completion_tokens", r.output,
 		"gen_ai.response.finish_reasons", string(reasons))
 	if r.kvTransfer != 0 {
-		put(s.Attributes(), "gen_ai.latency.kv_cache_transfer_time", r.kvTransfer)
+		spanfixture.Put(s.Attributes(), "gen_ai.latency.kv_cache_transfer_time", r.kvTransfer)
 	}
 }
 
 var (
-	_ = register("trtllm", func() ptrace.Traces {
+	_ = generators.Register("trtllm", func() ptrace.Traces {
 		b := trtBatch()
-		b.trtDoTracing(trtRequest{traceID: "5b8efff798038103d269b633813fc60c", spanID: "eee19b7ec3c1b17c", id: 3,
-			ttft: 0.3, e2e: 1.5, queue: 0.02, prompt: 100, output: 50, finish: "length", end: t0 + 1.5})
-		b.trtDoTracing(trtRequest{traceID: "8e1b2223cb36b436059ce966b4719f3f", spanID: "eee19b7ec3c1b17f", id: 4,
-			ttft: 0.45, e2e: 2.1, queue: 0.03, prompt: 900, output: 120, finish: "stop", kvTransfer: 0.012, end: t0 + 2.2})
-		return b.traces()
+		trtDoTracing(b, trtRequest{traceID: "5b8efff798038103d269b633813fc60c", spanID: "eee19b7ec3c1b17c", id: 3,
+			ttft: 0.3, e2e: 1.5, queue: 0.02, prompt: 100, output: 50, finish: "length", end: spanfixture.T0 + 1.5})
+		trtDoTracing(b, trtRequest{traceID: "8e1b2223cb36b436059ce966b4719f3f", spanID: "eee19b7ec3c1b17f", id: 4,
+			ttft: 0.45, e2e: 2.1, queue: 0.03, prompt: 900, output: 120, finish: "stop", kvTransfer: 0.012, end: spanfixture.T0 + 2.2})
+		return b.Traces()
 	})
-	_ = register("trtllm_handler", func() ptrace.Traces {
+	_ = generators.Register("trtllm_handler", func() ptrace.Traces {
 		b := trtBatch()
-		h := b.span("openai_chat", ptrace.SpanKindServer, "5b8efff798038103d269b633813fc60c", "f1f1f1f1f1f1f1f1", "", ns(t0-0.001), ns(t0+1.502))
+		h := b.Span("openai_chat", ptrace.SpanKindServer, "5b8efff798038103d269b633813fc60c", "f1f1f1f1f1f1f1f1", "", spanfixture.NS(spanfixture.T0-0.001), spanfixture.NS(spanfixture.T0+1.502))
 		h.Status().SetCode(ptrace.StatusCodeOk)
-		d := b.span("openai_completion", ptrace.SpanKindServer, "8e1b2223cb36b436059ce966b4719f3f", "f2f2f2f2f2f2f2f2", "", ns(t0+0.099), ns(t0+2.202))
-		event(d, "ctx_server.selected", ns(t0+0.1), "server", "ctx-0:8001")
-		event(d, "gen_server.selected", ns(t0+0.6), "server", "gen-0:8002")
+		d := b.Span("openai_completion", ptrace.SpanKindServer, "8e1b2223cb36b436059ce966b4719f3f", "f2f2f2f2f2f2f2f2", "", spanfixture.NS(spanfixture.T0+0.099), spanfixture.NS(spanfixture.T0+2.202))
+		spanfixture.Event(d, "ctx_server.selected", spanfixture.NS(spanfixture.T0+0.1), "server", "ctx-0:8001")
+		spanfixture.Event(d, "gen_server.selected", spanfixture.NS(spanfixture.T0+0.6), "server", "gen-0:8002")
 		d.Status().SetCode(ptrace.StatusCodeOk)
-		return b.traces()
+		return b.Traces()
 	})
-	_ = register("trtllm_cancelled", func() ptrace.Traces {
+	_ = generators.Register("trtllm_cancelled", func() ptrace.Traces {
 		// Cancelled before the first token: no first or last token time,
 		// so TTFT and e2e are the -1 default (and the span starts 1 s after
 		// it ends: now − e2e). It did wait 0.8 s in the queue.
 		b := trtBatch()
-		b.trtDoTracing(trtRequest{traceID: "9f2c3334dc47c547160daf77c5820a4a", spanID: "eee19b7ec3c1b180", id: 5,
-			ttft: -1, e2e: -1, queue: 0.8, prompt: 7000, output: 0, finish: "cancelled", end: t0 + 1.0})
-		return b.traces()
+		trtDoTracing(b, trtRequest{traceID: "9f2c3334dc47c547160daf77c5820a4a", spanID: "eee19b7ec3c1b180", id: 5,
+			ttft: -1, e2e: -1, queue: 0.8, prompt: 7000, output: 0, finish: "cancelled", end: spanfixture.T0 + 1.0})
+		return b.Traces()
 	})
 )
 
@@ -102,8 +104,8 @@ var (
 // named by its message (attrs level, target) and sets status Error on the
 // span it happened in.
 
-func tgiBatch() *batch {
-	return newBatch("text_generation_router", "service.name", "text-generation-inference.router")
+func tgiBatch() *spanfixture.Batch {
+	return spanfixture.NewBatch("text_generation_router", "service.name", "text-generation-inference.router")
 }
 
 // debugDuration formats like Rust's Debug for Duration.
@@ -130,31 +132,31 @@ type tgiRouter struct {
 	busyNS, idleNS, threadID int
 }
 
-func (b *batch) tgiRouterSpan(r tgiRouter) ptrace.Span {
+func tgiRouterSpan(b *spanfixture.Batch, r tgiRouter) ptrace.Span {
 	total := r.validation + r.queue + r.inf + 300*time.Microsecond
 	end := r.start + total.Seconds()
 	if r.inf == 0 {
 		end = r.start + 0.004
 	}
-	s := b.span(r.name, ptrace.SpanKindInternal, r.traceID, r.id, "", ns(r.start), ns(end))
-	put(s.Attributes(), "code.filepath", "router/src/server.rs", "code.namespace", "text_generation_router::server",
+	s := b.Span(r.name, ptrace.SpanKindInternal, r.traceID, r.id, "", spanfixture.NS(r.start), spanfixture.NS(end))
+	spanfixture.Put(s.Attributes(), "code.filepath", "router/src/server.rs", "code.namespace", "text_generation_router::server",
 		"code.lineno", r.lineno, "thread.id", r.threadID, "thread.name", "tokio-runtime-worker")
 	if r.params != "" {
-		put(s.Attributes(), "parameters", r.params)
+		spanfixture.Put(s.Attributes(), "parameters", r.params)
 	}
 	if r.inf != 0 {
-		put(s.Attributes(),
+		spanfixture.Put(s.Attributes(),
 			"total_time", debugDuration(total), "validation_time", debugDuration(r.validation),
 			"queue_time", debugDuration(r.queue), "inference_time", debugDuration(r.inf),
 			"time_per_token", debugDuration(r.inf/time.Duration(r.tokens)), "seed", r.seed)
 	}
-	put(s.Attributes(), "busy_ns", r.busyNS, "idle_ns", r.idleNS)
+	spanfixture.Put(s.Attributes(), "busy_ns", r.busyNS, "idle_ns", r.idleNS)
 	return s
 }
 
-func (b *batch) tgiInferSpan(name, traceID, id, parent string, start, end float64, lineno int) ptrace.Span {
-	s := b.span(name, ptrace.SpanKindInternal, traceID, id, parent, ns(start), ns(end))
-	put(s.Attributes(), "code.filepath", "router/src/infer/mod.rs", "code.namespace", "text_generation_router::infer",
+func tgiInferSpan(b *spanfixture.Batch, name, traceID, id, parent string, start, end float64, lineno int) ptrace.Span {
+	s := b.Span(name, ptrace.SpanKindInternal, traceID, id, parent, spanfixture.NS(start), spanfixture.NS(end))
+	spanfixture.Put(s.Attributes(), "code.filepath", "router/src/infer/mod.rs", "code.namespace", "text_generation_router::infer",
 		"code.lineno", lineno, "thread.id", 7, "thread.name", "tokio-runtime-worker", "busy_ns", 81234, "idle_ns", int(1e9*(end-start))-81234)
 	return s
 }
@@ -178,45 +180,45 @@ const (
 )
 
 var (
-	_ = register("tgi", func() ptrace.Traces {
+	_ = generators.Register("tgi", func() ptrace.Traces {
 		b := tgiBatch()
 		// /generate with a LoRA adapter the client named.
-		b.tgiRouterSpan(tgiRouter{name: "generate", traceID: tgiTrace1, id: "eee19b7ec3c1b17d", lineno: 272,
-			params: tgiParams("customer-a"), start: t0, validation: 1500 * time.Microsecond, queue: 33500 * time.Microsecond,
+		tgiRouterSpan(b, tgiRouter{name: "generate", traceID: tgiTrace1, id: "eee19b7ec3c1b17d", lineno: 272,
+			params: tgiParams("customer-a"), start: spanfixture.T0, validation: 1500 * time.Microsecond, queue: 33500 * time.Microsecond,
 			inf: 1199300 * time.Microsecond, tokens: 20, seed: "None", busyNS: 2100345, idleNS: 1232398655, threadID: 3})
 		// /v1/chat/completions naming the served model, as every OpenAI
 		// client does: TGI puts it in adapter_id.
-		b.tgiRouterSpan(tgiRouter{name: "chat_completions", traceID: tgiTrace2, id: "eee19b7ec3c1b17e", lineno: 1167,
-			params: tgiParams("meta-llama/Llama-3.1-8B-Instruct"), start: t0 + 1, validation: 900 * time.Microsecond,
+		tgiRouterSpan(b, tgiRouter{name: "chat_completions", traceID: tgiTrace2, id: "eee19b7ec3c1b17e", lineno: 1167,
+			params: tgiParams("meta-llama/Llama-3.1-8B-Instruct"), start: spanfixture.T0 + 1, validation: 900 * time.Microsecond,
 			queue: 12 * time.Millisecond, inf: 2400 * time.Millisecond, tokens: 64, seed: "Some(29)", busyNS: 3001, idleNS: 2413000000, threadID: 4})
 		// /v1/completions records no parameters.
-		b.tgiRouterSpan(tgiRouter{name: "completions", traceID: tgiTrace3, id: "eee19b7ec3c1b181", lineno: 716,
-			start: t0 + 2, validation: 700 * time.Microsecond, queue: 5 * time.Millisecond, inf: 800 * time.Millisecond,
+		tgiRouterSpan(b, tgiRouter{name: "completions", traceID: tgiTrace3, id: "eee19b7ec3c1b181", lineno: 716,
+			start: spanfixture.T0 + 2, validation: 700 * time.Microsecond, queue: 5 * time.Millisecond, inf: 800 * time.Millisecond,
 			tokens: 16, seed: "None", busyNS: 1000, idleNS: 806000000, threadID: 5})
-		return b.traces()
+		return b.Traces()
 	})
-	_ = register("tgi_infer", func() ptrace.Traces {
+	_ = generators.Register("tgi_infer", func() ptrace.Traces {
 		// Infer's own spans for the same requests, ended (and exported)
 		// before their router spans.
 		b := tgiBatch()
-		b.tgiInferSpan("generate", tgiTrace1, "f0f0f0f0f0f0f001", "eee19b7ec3c1b17d", t0+0.0015, t0+1.2343, 244)
-		b.tgiInferSpan("generate_stream", tgiTrace1, "f0f0f0f0f0f0f002", "f0f0f0f0f0f0f001", t0+0.0015, t0+1.2343, 99)
-		return b.traces()
+		tgiInferSpan(b, "generate", tgiTrace1, "f0f0f0f0f0f0f001", "eee19b7ec3c1b17d", spanfixture.T0+0.0015, spanfixture.T0+1.2343, 244)
+		tgiInferSpan(b, "generate_stream", tgiTrace1, "f0f0f0f0f0f0f002", "f0f0f0f0f0f0f001", spanfixture.T0+0.0015, spanfixture.T0+1.2343, 99)
+		return b.Traces()
 	})
-	_ = register("tgi_failed", func() ptrace.Traces {
+	_ = generators.Register("tgi_failed", func() ptrace.Traces {
 		// A /generate_stream request that failed validation: the router
 		// span has its parameters and no timings.
 		b := tgiBatch()
-		b.tgiRouterSpan(tgiRouter{name: "generate_stream", traceID: tgiTrace4, id: "eee19b7ec3c1b182", lineno: 475,
-			params: tgiParams(""), start: t0, busyNS: 900, idleNS: 3000000, threadID: 6})
-		return b.traces()
+		tgiRouterSpan(b, tgiRouter{name: "generate_stream", traceID: tgiTrace4, id: "eee19b7ec3c1b182", lineno: 475,
+			params: tgiParams(""), start: spanfixture.T0, busyNS: 900, idleNS: 3000000, threadID: 6})
+		return b.Traces()
 	})
-	_ = register("tgi_failed_infer", func() ptrace.Traces {
+	_ = generators.Register("tgi_failed_infer", func() ptrace.Traces {
 		b := tgiBatch()
-		s := b.tgiInferSpan("generate_stream", tgiTrace4, "f0f0f0f0f0f0f003", "eee19b7ec3c1b182", t0+0.0002, t0+0.0031, 99)
-		event(s, "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
-			ns(t0+0.003), "level", "ERROR", "target", "text_generation_router::infer")
+		s := tgiInferSpan(b, "generate_stream", tgiTrace4, "f0f0f0f0f0f0f003", "eee19b7ec3c1b182", spanfixture.T0+0.0002, spanfixture.T0+0.0031, 99)
+		spanfixture.Event(s, "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
+			spanfixture.NS(spanfixture.T0+0.003), "level", "ERROR", "target", "text_generation_router::infer")
 		s.Status().SetCode(ptrace.StatusCodeError)
-		return b.traces()
+		return b.Traces()
 	})
 )
