@@ -66,8 +66,9 @@ func TestDirFromEnv(t *testing.T) {
 func tree() ptrace.Traces {
 	td := ptrace.NewTraces()
 	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
-	// Off the whole second: Start is RFC 3339 text, ordered as text.
-	t0 := time.Unix(100, 1000)
+	// On the whole second: RFC 3339 drops the zero fraction, and the
+	// order is still by time.
+	t0 := time.Unix(100, 0)
 	tid := pcommon.TraceID{1}
 	add := func(id, parent byte, name string, from, to float64, attrs map[string]any) {
 		s := ss.Spans().AppendEmpty()

@@ -5,8 +5,6 @@ package agentrecording // import "github.com/inferprof/inferprof/internal/agentr
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -105,7 +103,7 @@ func ByID(spans []Span) map[string]Span {
 }
 
 // TopRuns are the runs with figures whose ancestors are no run with
-// figures, in start order: one per turn of agent.py.
+// figures, in start order (then name, id): one per turn of agent.py.
 func TopRuns(spans []Span) []Span {
 	byID := ByID(spans)
 	var out []Span
@@ -114,7 +112,7 @@ func TopRuns(spans []Span) []Span {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(x, y Span) int { return strings.Compare(x.Start, y.Start) })
+	SortByStart(out)
 	return out
 }
 

@@ -78,14 +78,26 @@ func Flatten(tds ...ptrace.Traces) []Span {
 			}
 		}
 	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].Start != out[b].Start {
-			return out[a].Start < out[b].Start
-		}
-		if out[a].Name != out[b].Name {
-			return out[a].Name < out[b].Name
-		}
-		return out[a].SpanID < out[b].SpanID
-	})
+	SortByStart(out)
 	return out
+}
+
+// SortByStart orders spans by start time, then name, then span id. By
+// time, not by the Start text: RFC 3339 drops a zero fraction, and
+// "…:40Z" sorts after "…:40.2Z" as text.
+func SortByStart(spans []Span) {
+	starts := make(map[string]time.Time, len(spans))
+	for _, s := range spans {
+		starts[s.Start], _ = time.Parse(time.RFC3339Nano, s.Start)
+	}
+	sort.SliceStable(spans, func(a, b int) bool {
+		x, y := spans[a], spans[b]
+		if !starts[x.Start].Equal(starts[y.Start]) {
+			return starts[x.Start].Before(starts[y.Start])
+		}
+		if x.Name != y.Name {
+			return x.Name < y.Name
+		}
+		return x.SpanID < y.SpanID
+	})
 }
