@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/inferprof/inferprof/internal/agentrecording"
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
 
@@ -168,14 +169,14 @@ service:
 
 	// Each model call carries the queue, prefill and decode of the request
 	// that served it, and the rest of the call (network, frontend) as other.
-	var chats []goldenSpan
-	for _, s := range flattenSpans(sink.Traces.AllTraces()...) {
+	var chats []agentrecording.Span
+	for _, s := range agentrecording.Flatten(sink.Traces.AllTraces()...) {
 		if s.Name == "chat Qwen/Qwen3-8B" {
 			chats = append(chats, s)
 		}
 	}
 	require.Len(t, chats, len(calls))
-	slices.SortFunc(chats, func(x, y goldenSpan) int {
+	slices.SortFunc(chats, func(x, y agentrecording.Span) int {
 		tx, _ := time.Parse(time.RFC3339Nano, x.Start)
 		ty, _ := time.Parse(time.RFC3339Nano, y.Start)
 		return tx.Compare(ty)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/internal/agentrecording"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 )
@@ -70,9 +71,9 @@ func permutations(s []string) [][]string {
 
 // runConversation feeds a case through a processor and returns its output;
 // turn2 "" is a case of one turn.
-func runConversation(t *testing.T, order []string, turn2 string) []goldenSpan {
+func runConversation(t *testing.T, order []string, turn2 string) []agentrecording.Span {
 	t.Helper()
-	return flatten(runConversationPhases(t, order, turn2, true)...)
+	return agentrecording.Flatten(runConversationPhases(t, order, turn2, true)...)
 }
 
 // runConversationPhases is runConversation with the inference processor's
@@ -118,13 +119,13 @@ func TestGoldenAgents(t *testing.T) {
 func TestAgentFiguresWithoutPhaseSpans(t *testing.T) {
 	for _, tc := range agentCases {
 		t.Run(tc.name, func(t *testing.T) {
-			var want []goldenSpan
+			var want []agentrecording.Span
 			for _, s := range runConversation(t, tc.turn1, tc.turn2) {
 				if s.Attributes[names.AttrSynthetic] != true {
 					want = append(want, s)
 				}
 			}
-			got := flatten(runConversationPhases(t, tc.turn1, tc.turn2, false)...)
+			got := agentrecording.Flatten(runConversationPhases(t, tc.turn1, tc.turn2, false)...)
 			require.NotEmpty(t, got)
 			assert.Equal(t, want, got)
 		})
@@ -146,7 +147,7 @@ func TestGoldenLangChainAgent(t *testing.T) {
 				defer func() { *update = true }()
 			}
 			checkGolden(t, "agents_langchain", out)
-			got := flatten(out...)
+			got := agentrecording.Flatten(out...)
 
 			t1 := turn1
 			run := spanNamed(t, got, "AgentExecutor.workflow", t1.agent.id).Attributes

@@ -6,16 +6,16 @@ package agentrunprocessor
 import (
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/inferprof/inferprof/internal/agentrecording"
+	"github.com/inferprof/inferprof/internal/goldentest"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/privacy"
 )
@@ -30,7 +30,7 @@ type recordedOrder struct {
 // by resource; and the batches split by resource and scope (the httpx
 // spans apart from the instrumentation's), as recorded, reversed and in
 // shuffled orders (every order of up to 9 pieces is too many to run).
-func recordedOrders(rec recording) []recordedOrder {
+func recordedOrders(rec agentrecording.Recording) []recordedOrder {
 	rev := func(tds []ptrace.Traces) []ptrace.Traces {
 		out := append([]ptrace.Traces(nil), tds...)
 		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
@@ -38,11 +38,11 @@ func recordedOrders(rec recording) []recordedOrder {
 		}
 		return out
 	}
-	out := []recordedOrder{{"recorded", rec.batches}, {"reversed", rev(rec.batches)}}
-	for i, p := range permuteTraces(splitByResource(rec.batches)) {
+	out := []recordedOrder{{"recorded", rec.Batches}, {"reversed", rev(rec.Batches)}}
+	for i, p := range permuteTraces(splitByResource(rec.Batches)) {
 		out = append(out, recordedOrder{fmt.Sprintf("by resource/order %d", i), p})
 	}
-	pieces := splitByScope(rec.batches)
+	pieces := splitByScope(rec.Batches)
 	out = append(out, recordedOrder{"by scope/recorded", pieces}, recordedOrder{"by scope/reversed", rev(pieces)})
 	r := rand.New(rand.NewPCG(29, 2)) //nolint:gosec // a fixed shuffle, not a secret
 	for i := range 20 {
@@ -73,34 +73,31 @@ func TestAgentsRecordedInput(t *testing.T) {
 		for i, o := range recordedOrders(rec) {
 			t.Run(rec.SDK+"/"+o.name, func(t *testing.T) {
 				got := replay(t, agentGoldenConfig(), o.batches, true)
-				checkRecordedRuns(t, rec, engine, flatten(got...))
+				checkRecordedRuns(t, rec, engine, agentrecording.Flatten(got...))
 				if i == 0 {
 					checkGolden(t, file, got)
 					return
 				}
 				if !haveWant {
-					var err error
-					want, err = golden.ReadTraces(filepath.Join("testdata", "golden", file+".yaml"))
-					require.NoError(t, err)
+					want = goldentest.Read(t, goldenPath(file))
 					haveWant = true
 				}
-				require.NoError(t, ptracetest.CompareTraces(want, canonical(got...),
-					ptracetest.IgnoreResourceSpansOrder(), ptracetest.IgnoreScopeSpansOrder(), ptracetest.IgnoreSpansOrder(),
-					ptracetest.IgnoreSpanAttributeValue(names.AttrRequestCost), ptracetest.IgnoreSpanAttributeValue(names.AttrAgentCost)))
+				require.NoError(t, ptracetest.CompareTraces(want, goldentest.Merge(got...), append(goldentest.Options(),
+					ptracetest.IgnoreSpanAttributeValue(names.AttrRequestCost), ptracetest.IgnoreSpanAttributeValue(names.AttrAgentCost))...))
 			})
 		}
 	}
 }
 
 // checkRecordedRuns holds one replay's output against the recording.
-func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePhases, spans []goldenSpan) {
+func checkRecordedRuns(t *testing.T, rec agentrecording.Recording, engine map[string][]agentrecording.EngineRequest, spans []agentrecording.Span) {
 	t.Helper()
-	byID := spansByID(spans)
-	raw := flatten(rec.batches...)
-	rawByID := spansByID(raw)
-	tops := topRuns(spans)
+	byID := agentrecording.ByID(spans)
+	raw := agentrecording.Flatten(rec.Batches...)
+	rawByID := agentrecording.ByID(raw)
+	tops := agentrecording.TopRuns(spans)
 	require.Len(t, tops, len(rec.Clock.Run), "one top run per Runner.run / graph.invoke")
-	var prev goldenSpan
+	var prev agentrecording.Span
 	for i, top := range tops {
 		clk := rec.Clock.Run[i]
 		a := top.Attributes
@@ -112,21 +109,21 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 		// run's span lies inside the clock around Runner.run / graph.invoke;
 		// each HTTP call inside its model call and each tool body inside its
 		// tool call bound model and tool time from below.
-		calls, toolRuns := clockWithin(rec.Clock.Model, clk), clockWithin(rec.Clock.Tool, clk)
+		calls, toolRuns := agentrecording.ClockWithin(rec.Clock.Model, clk), agentrecording.ClockWithin(rec.Clock.Tool, clk)
 		require.NotEmpty(t, calls)
 		require.NotEmpty(t, toolRuns)
 		const eps = 0.005
-		assert.LessOrEqual(t, d, clk.seconds()+eps, "run inside the script's clock")
-		assert.Greater(t, d, clk.seconds()-0.3, "run against the script's clock")
-		assert.GreaterOrEqual(t, model, sumSeconds(calls)-eps, "model time holds every HTTP call")
-		assert.GreaterOrEqual(t, tools, sumSeconds(toolRuns)-eps, "tool time holds every tool body")
-		assert.LessOrEqual(t, model+tools, clk.seconds()+eps)
+		assert.LessOrEqual(t, d, clk.Seconds()+eps, "run inside the script's clock")
+		assert.Greater(t, d, clk.Seconds()-0.3, "run against the script's clock")
+		assert.GreaterOrEqual(t, model, agentrecording.SumSeconds(calls)-eps, "model time holds every HTTP call")
+		assert.GreaterOrEqual(t, tools, agentrecording.SumSeconds(toolRuns)-eps, "tool time holds every tool body")
+		assert.LessOrEqual(t, model+tools, clk.Seconds()+eps)
 		// The instrumentation's own model-call and tool spans under the run,
 		// as the recording has them (none overlaps another of its kind).
 		var spanModel, spanTools float64
 		for _, s := range raw {
-			if s.TraceID == top.TraceID && descends(rawByID, s, top.SpanID) {
-				switch spanRole(s) {
+			if s.TraceID == top.TraceID && agentrecording.Descends(rawByID, s, top.SpanID) {
+				switch agentrecording.SpanRole(s) {
 				case "model":
 					spanModel += spanSeconds(t, s)
 				case "tool":
@@ -145,17 +142,17 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 		// workflow root names its agent's run, not a call inside it) to the
 		// run whose longest child by the clock is the tool or a model call.
 		if top.Name == "Agent workflow" {
-			c, _ := childNamed(spans, byID, top, fmt.Sprint(a[names.AttrAgentBottleneck]))
-			assert.True(t, isRun(c), "the SDK's workflow root: its bottleneck is its agent's run, not a call inside it")
+			c, _ := agentrecording.ChildNamed(spans, byID, top, fmt.Sprint(a[names.AttrAgentBottleneck]))
+			assert.True(t, agentrecording.IsRun(c), "the SDK's workflow root: its bottleneck is its agent's run, not a call inside it")
 		}
 		run := top
 		for {
 			b, ok := run.Attributes[names.AttrAgentBottleneck].(string)
 			require.True(t, ok, "run %s has no bottleneck", run.Name)
-			c, found := childNamed(spans, byID, run, b)
+			c, found := agentrecording.ChildNamed(spans, byID, run, b)
 			require.True(t, found, "%s: bottleneck %q is no span under it", run.Name, b)
-			if !isRun(c) {
-				assert.Equal(t, kindOfLongest(calls, toolRuns), spanRole(c), "%s: bottleneck %q", run.Name, b)
+			if !agentrecording.IsRun(c) {
+				assert.Equal(t, agentrecording.KindOfLongest(calls, toolRuns), agentrecording.SpanRole(c), "%s: bottleneck %q", run.Name, b)
 				break
 			}
 			run = c
@@ -167,7 +164,7 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 		require.Len(t, reqs, len(calls), "llm_request spans in the trace")
 		var q, p, dec float64
 		for _, r := range reqs {
-			q, p, dec = q+r.queue, p+r.prefill, dec+r.decode
+			q, p, dec = q+r.Queue, p+r.Prefill, dec+r.Decode
 		}
 		assert.EqualValues(t, len(calls), a[names.AttrAgentEngineCalls])
 		assert.InDelta(t, q, attrNum(a[names.AttrAgentTimeInQueue]), 1e-6)
@@ -176,7 +173,7 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 
 		// Turns, where the SDK names the conversation; nested runs belong
 		// to their top run's turn.
-		if rec.conversational() {
+		if rec.Conversational() {
 			assert.EqualValues(t, clk.Turn, a[names.AttrAgentTurn], "turn of %s", top.Name)
 			if i > 0 {
 				_, prevEnd := spanTimes(t, prev)
@@ -189,7 +186,7 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 			assert.NotContains(t, a, names.AttrAgentTurn, "the contrib instrumentation exports no conversation id")
 		}
 		for _, s := range spans {
-			if isRun(s) && s.SpanID != top.SpanID && descends(byID, s, top.SpanID) {
+			if agentrecording.IsRun(s) && s.SpanID != top.SpanID && agentrecording.Descends(byID, s, top.SpanID) {
 				assert.NotContains(t, s.Attributes, names.AttrAgentTurn, "nested run %s", s.Name)
 			}
 		}
@@ -204,14 +201,14 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 			continue
 		}
 		chats++
-		assert.Equal(t, "model", spanRole(s), "%s has a call's phases", s.Name)
-		r, ok := matchRequest(t, engine[s.TraceID], s)
+		assert.Equal(t, "model", agentrecording.SpanRole(s), "%s has a call's phases", s.Name)
+		r, ok := agentrecording.MatchRequest(engine[s.TraceID], s)
 		require.True(t, ok, "no llm_request inside %s", s.Name)
 		a := s.Attributes
-		assert.InDelta(t, r.queue, attrNum(a[names.AttrCallTimeInQueue]), 1e-6)
-		assert.InDelta(t, r.prefill, attrNum(a[names.AttrCallTimeInPrefill]), 1e-6)
-		assert.InDelta(t, r.decode, attrNum(a[names.AttrCallTimeInDecode]), 1e-6)
-		assert.InDelta(t, max(0, spanSeconds(t, s)-r.queue-r.prefill-r.decode), attrNum(a[names.AttrCallTimeInOther]), 1e-6)
+		assert.InDelta(t, r.Queue, attrNum(a[names.AttrCallTimeInQueue]), 1e-6)
+		assert.InDelta(t, r.Prefill, attrNum(a[names.AttrCallTimeInPrefill]), 1e-6)
+		assert.InDelta(t, r.Decode, attrNum(a[names.AttrCallTimeInDecode]), 1e-6)
+		assert.InDelta(t, max(0, spanSeconds(t, s)-r.Queue-r.Prefill-r.Decode), attrNum(a[names.AttrCallTimeInOther]), 1e-6)
 	}
 	assert.Len(t, rec.Clock.Model, chats, "every model call joined to its engine request")
 }
@@ -219,18 +216,6 @@ func checkRecordedRuns(t *testing.T, rec recording, engine map[string][]enginePh
 func attrNum(v any) float64 {
 	f, _ := v.(float64)
 	return f
-}
-
-// matchRequest is the llm_request that lies inside the call.
-func matchRequest(t *testing.T, reqs []enginePhases, call goldenSpan) (enginePhases, bool) {
-	t.Helper()
-	from, to := spanTimes(t, call)
-	for _, r := range reqs {
-		if r.start >= from.UnixNano() && r.end <= to.UnixNano() {
-			return r, true
-		}
-	}
-	return enginePhases{}, false
 }
 
 // TestAgentsRecordedEngineWait: the call split holds whether engine spans
@@ -243,7 +228,7 @@ func TestAgentsRecordedEngineWait(t *testing.T) {
 			t.Run(rec.SDK+"/"+o.name, func(t *testing.T) {
 				cfg := agentGoldenConfig()
 				cfg.Agents.EngineWait = 0
-				checkRecordedRuns(t, rec, engine, flatten(replay(t, cfg, o.batches, true)...))
+				checkRecordedRuns(t, rec, engine, agentrecording.Flatten(replay(t, cfg, o.batches, true)...))
 			})
 		}
 	}
@@ -256,13 +241,13 @@ func TestAgentsRecordedEngineWait(t *testing.T) {
 func TestAgentsRecordedWithoutPhaseSpans(t *testing.T) {
 	for _, rec := range loadRecordings(t) {
 		t.Run(rec.SDK, func(t *testing.T) {
-			var want []goldenSpan
-			for _, s := range flatten(replay(t, agentGoldenConfig(), rec.batches, true)...) {
+			var want []agentrecording.Span
+			for _, s := range agentrecording.Flatten(replay(t, agentGoldenConfig(), rec.Batches, true)...) {
 				if s.Attributes[names.AttrSynthetic] != true {
 					want = append(want, s)
 				}
 			}
-			got := flatten(replay(t, agentGoldenConfig(), rec.batches, false)...)
+			got := agentrecording.Flatten(replay(t, agentGoldenConfig(), rec.Batches, false)...)
 			require.NotEmpty(t, got)
 			assert.Equal(t, want, got)
 		})
@@ -277,7 +262,7 @@ func TestAgentsRecordedContentRemoved(t *testing.T) {
 	for _, rec := range loadRecordings(t) {
 		t.Run(rec.SDK, func(t *testing.T) {
 			in := 0
-			for _, s := range flatten(rec.batches...) {
+			for _, s := range agentrecording.Flatten(rec.Batches...) {
 				for k := range s.Attributes {
 					if m.Match(k) {
 						in++
@@ -285,12 +270,12 @@ func TestAgentsRecordedContentRemoved(t *testing.T) {
 				}
 			}
 			require.Positive(t, in, "the recording has content to remove")
-			raw := string(joinLines(rec.lines))
+			raw := string(joinLines(rec.Lines))
 			prompts := []string{"weather in paris", "weather in tokyo"}
 			for _, p := range prompts {
 				require.Contains(t, raw, p)
 			}
-			for _, s := range flatten(replay(t, agentGoldenConfig(), rec.batches, true)...) {
+			for _, s := range agentrecording.Flatten(replay(t, agentGoldenConfig(), rec.Batches, true)...) {
 				for k, v := range s.Attributes {
 					assert.False(t, m.Match(k), "%s kept %s", s.Name, k)
 					for _, p := range prompts {
@@ -312,9 +297,9 @@ func joinLines(lines [][]byte) []byte {
 
 // withoutEngine is the recording less vLLM's requests: the same agent
 // calling a model served by no engine of ours.
-func withoutEngine(rec recording) []ptrace.Traces {
+func withoutEngine(rec agentrecording.Recording) []ptrace.Traces {
 	var out []ptrace.Traces
-	for _, td := range splitByResource(rec.batches) {
+	for _, td := range splitByResource(rec.Batches) {
 		if v, ok := td.ResourceSpans().At(0).Resource().Attributes().Get("service.name"); ok && v.Str() == "vllm" {
 			continue
 		}
@@ -330,13 +315,13 @@ func TestAgentsRecordedWithoutEngine(t *testing.T) {
 	for _, rec := range loadRecordings(t) {
 		t.Run(rec.SDK, func(t *testing.T) {
 			batches := withoutEngine(rec)
-			require.Less(t, len(batches), len(splitByResource(rec.batches)), "the recording has vLLM's requests")
-			with := map[string]goldenSpan{}
-			for _, s := range topRuns(flatten(replay(t, agentGoldenConfig(), rec.batches, true)...)) {
+			require.Less(t, len(batches), len(splitByResource(rec.Batches)), "the recording has vLLM's requests")
+			with := map[string]agentrecording.Span{}
+			for _, s := range agentrecording.TopRuns(agentrecording.Flatten(replay(t, agentGoldenConfig(), rec.Batches, true)...)) {
 				with[s.SpanID] = s
 			}
-			spans := flatten(replay(t, agentGoldenConfig(), batches, true)...)
-			tops := topRuns(spans)
+			spans := agentrecording.Flatten(replay(t, agentGoldenConfig(), batches, true)...)
+			tops := agentrecording.TopRuns(spans)
 			require.Len(t, tops, len(rec.Clock.Run))
 			for _, top := range tops {
 				a, w := top.Attributes, with[top.SpanID].Attributes

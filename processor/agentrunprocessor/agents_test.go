@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/inferprof/inferprof/internal/agentrecording"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/privacy"
 	"github.com/inferprof/inferprof/internal/spanfixture"
@@ -29,7 +30,7 @@ import (
 func dur(s agentStep) float64 { return s.end - s.start }
 
 // spanByName finds the output span of a given name and id suffix.
-func spanNamed(t *testing.T, got []goldenSpan, name, id string) goldenSpan {
+func spanNamed(t *testing.T, got []agentrecording.Span, name, id string) agentrecording.Span {
 	t.Helper()
 	for _, s := range got {
 		if s.Name == name && s.SpanID == id {
@@ -37,7 +38,7 @@ func spanNamed(t *testing.T, got []goldenSpan, name, id string) goldenSpan {
 		}
 	}
 	require.Failf(t, "span not found", "%s %s", name, id)
-	return goldenSpan{}
+	return agentrecording.Span{}
 }
 
 // TestAgentFiguresByHand checks the golden figures against the fixtures'
@@ -82,7 +83,7 @@ func TestAgentFiguresByHand(t *testing.T) {
 }
 
 // spanByID finds an output span by id.
-func spanByID(t *testing.T, got []goldenSpan, id string) goldenSpan {
+func spanByID(t *testing.T, got []agentrecording.Span, id string) agentrecording.Span {
 	t.Helper()
 	for _, s := range got {
 		if s.SpanID == id {
@@ -90,7 +91,7 @@ func spanByID(t *testing.T, got []goldenSpan, id string) goldenSpan {
 		}
 	}
 	require.Failf(t, "span not found", "%s", id)
-	return goldenSpan{}
+	return agentrecording.Span{}
 }
 
 // TestCallSplitByHand: each model call that reached vLLM gets that request's
@@ -112,7 +113,7 @@ func TestCallSplitByHand(t *testing.T) {
 					}
 					h.now = h.now.Add(cfg.Agents.Wait)
 					h.p.expire(t.Context(), h.now)
-					got := flatten(h.sink.AllTraces()...)
+					got := agentrecording.Flatten(h.sink.AllTraces()...)
 					for k, step := range []agentStep{turn1.call1, turn1.call2} {
 						e := turn1Engine[k]
 						a := spanByID(t, got, step.id).Attributes
@@ -158,7 +159,7 @@ func TestAgentsContentRemoved(t *testing.T) {
 			}
 			in := 0
 			for _, b := range batches {
-				for _, s := range flatten(readBatch(t, b)) {
+				for _, s := range agentrecording.Flatten(readBatch(t, b)) {
 					for k := range s.Attributes {
 						if m.Match(k) {
 							in++
@@ -211,7 +212,7 @@ func TestAgentTimeout(t *testing.T) {
 	h.now = h.now.Add(time.Second)
 	h.p.expire(t.Context(), h.now)
 	require.Equal(t, 2, h.sink.SpanCount())
-	got := flatten(h.sink.AllTraces()...)
+	got := agentrecording.Flatten(h.sink.AllTraces()...)
 	run := spanNamed(t, got, "invoke_agent a", pcommon.SpanID{0: 1, 7: 2}.String())
 	assert.Equal(t, "timeout", run.Attributes[names.AttrAgentPartial])
 	assert.EqualValues(t, 1, run.Attributes[names.AttrAgentModelCalls])
@@ -269,7 +270,7 @@ func TestAgentsDisabled(t *testing.T) {
 	cfg.Agents.Enabled = false
 	h := newHarness(t, cfg, processortest.NewNopSettings(metadata.Type))
 	h.consume(t, oneRun(1, false))
-	got := flatten(h.sink.AllTraces()...)
+	got := agentrecording.Flatten(h.sink.AllTraces()...)
 	require.Len(t, got, 2)
 	for _, s := range got {
 		assert.NotContains(t, s.Attributes, names.AttrAgentTimeInModel)

@@ -12,15 +12,16 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/internal/agentrecording"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
 )
 
 // firstTurn is the recording's requests cut to its first trace: one agent
 // run with its engine requests, as they arrived.
-func firstTurn(rec recording) []ptrace.Traces {
-	first := rec.batches[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+func firstTurn(rec agentrecording.Recording) []ptrace.Traces {
+	first := rec.Batches[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
 	var out []ptrace.Traces
-	for _, b := range rec.batches {
+	for _, b := range rec.Batches {
 		td := ptrace.NewTraces()
 		b.CopyTo(td)
 		td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {

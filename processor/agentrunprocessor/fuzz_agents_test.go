@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/internal/agentrecording"
 	"github.com/inferprof/inferprof/internal/names"
 	"github.com/inferprof/inferprof/internal/spanfixture"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
@@ -89,11 +90,11 @@ func treeFromBytes(data []byte) []ptrace.Traces {
 func checkAgentOutput(t *testing.T, in []ptrace.Traces, out []ptrace.Traces) {
 	t.Helper()
 	sent := map[string]int{}
-	for _, s := range flatten(in...) {
+	for _, s := range agentrecording.Flatten(in...) {
 		sent[s.SpanID]++
 	}
 	got := map[string]int{}
-	for _, s := range flatten(out...) {
+	for _, s := range agentrecording.Flatten(out...) {
 		if s.Attributes[names.AttrSynthetic] == true {
 			continue
 		}
@@ -189,8 +190,8 @@ func TestAgentTenThousandChildren(t *testing.T) {
 			cfg := goldenConfig()
 			cfg.Agents.MaxSpansPerTrace = tc.perTrace
 			out := runTree(t, cfg, build(tc.batches))
-			var run goldenSpan
-			for _, s := range flatten(out...) {
+			var run agentrecording.Span
+			for _, s := range agentrecording.Flatten(out...) {
 				if s.Name == "invoke_agent a" {
 					run = s
 				}

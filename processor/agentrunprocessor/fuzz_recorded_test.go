@@ -23,8 +23,8 @@ import (
 // whole recording (120 kB) takes the default minute per new input.
 func FuzzAgentRecorded(f *testing.F) {
 	for _, rec := range loadRecordings(f) {
-		f.Add(joinLines(rec.lines))
-		for _, l := range rec.lines {
+		f.Add(joinLines(rec.Lines))
+		for _, l := range rec.Lines {
 			f.Add(l)
 		}
 	}

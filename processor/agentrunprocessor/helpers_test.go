@@ -7,13 +7,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatautil"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -21,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/inferprof/inferprof/internal/agentrecording"
+	"github.com/inferprof/inferprof/internal/goldentest"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor"
 	"github.com/inferprof/inferprof/processor/privacyprocessor"
 )
@@ -30,67 +28,6 @@ import (
 // -update) and review the diff: every figure in them is checked by hand in
 // agents_test.go too.
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.yaml from the processor's output")
-
-// goldenSpan is an order-independent, readable form of one output span, for
-// the tests that look at one span's attributes.
-type goldenSpan struct {
-	Resource     map[string]any `json:"resource"`
-	Name         string         `json:"name"`
-	TraceID      string         `json:"trace_id"`
-	SpanID       string         `json:"span_id"`
-	ParentSpanID string         `json:"parent_span_id,omitempty"`
-	Kind         string         `json:"kind"`
-	Start        string         `json:"start"`
-	End          string         `json:"end"`
-	Status       string         `json:"status,omitempty"`
-	Attributes   map[string]any `json:"attributes"`
-	Events       []goldenEvent  `json:"events,omitempty"`
-}
-
-type goldenEvent struct {
-	Name       string         `json:"name"`
-	Attributes map[string]any `json:"attributes,omitempty"`
-}
-
-func flatten(tds ...ptrace.Traces) []goldenSpan {
-	var out []goldenSpan
-	for _, td := range tds {
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			rs := td.ResourceSpans().At(i)
-			for j := 0; j < rs.ScopeSpans().Len(); j++ {
-				spans := rs.ScopeSpans().At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					s := spans.At(k)
-					g := goldenSpan{
-						Resource: rs.Resource().Attributes().AsRaw(), Name: s.Name(),
-						TraceID: s.TraceID().String(), SpanID: s.SpanID().String(), ParentSpanID: s.ParentSpanID().String(),
-						Kind:  s.Kind().String(),
-						Start: s.StartTimestamp().AsTime().Format(time.RFC3339Nano), End: s.EndTimestamp().AsTime().Format(time.RFC3339Nano),
-						Attributes: s.Attributes().AsRaw(),
-					}
-					if s.Status().Code() != ptrace.StatusCodeUnset {
-						g.Status = s.Status().Code().String() + ": " + s.Status().Message()
-					}
-					for e := 0; e < s.Events().Len(); e++ {
-						ev := s.Events().At(e)
-						g.Events = append(g.Events, goldenEvent{Name: ev.Name(), Attributes: ev.Attributes().AsRaw()})
-					}
-					out = append(out, g)
-				}
-			}
-		}
-	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].Start != out[b].Start {
-			return out[a].Start < out[b].Start
-		}
-		if out[a].Name != out[b].Name {
-			return out[a].Name < out[b].Name
-		}
-		return out[a].SpanID < out[b].SpanID
-	})
-	return out
-}
 
 func readBatch(tb testing.TB, name string) ptrace.Traces {
 	tb.Helper()
@@ -152,9 +89,9 @@ func (h *harness) consume(tb testing.TB, td ptrace.Traces) {
 }
 
 // finish shuts down (releasing anything still held) and returns the output.
-func (h *harness) finish(tb testing.TB) []goldenSpan {
+func (h *harness) finish(tb testing.TB) []agentrecording.Span {
 	tb.Helper()
-	return flatten(h.finishTraces(tb)...)
+	return agentrecording.Flatten(h.finishTraces(tb)...)
 }
 
 // finishTraces is finish's output as the batches the sink got.
@@ -165,60 +102,15 @@ func (h *harness) finishTraces(tb testing.TB) []ptrace.Traces {
 	return h.sink.AllTraces()
 }
 
-// checkGolden compares the output with testdata/golden/<file>.yaml in
-// contrib's pkg/golden format, by ptracetest. The batches are merged first,
-// one resource and scope each (canonical): how the processor splits its
-// output into batches depends on the order its input came in, and no figure
-// does.
+// checkGolden compares the output with testdata/golden/<file>.yaml by
+// internal/goldentest: how the processor splits its output into batches
+// depends on the order its input came in, and no figure does. The spans are
+// written in (start, name, id) order so that -update rewrites a file the
+// same whatever the order.
 func checkGolden(t *testing.T, file string, got []ptrace.Traces) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", file+".yaml")
-	td := canonical(got...)
-	if *update {
-		require.NoError(t, golden.WriteTraces(t, path, td))
-	}
-	want, err := golden.ReadTraces(path)
-	require.NoError(t, err)
-	require.NoError(t, ptracetest.CompareTraces(want, td,
-		ptracetest.IgnoreResourceSpansOrder(), ptracetest.IgnoreScopeSpansOrder(), ptracetest.IgnoreSpansOrder()))
-}
-
-// canonical merges batches into one, a ResourceSpans per resource and a
-// ScopeSpans per scope, spans in (start, name, id) order.
-func canonical(tds ...ptrace.Traces) ptrace.Traces {
-	out := ptrace.NewTraces()
-	type scopeKey struct {
-		res        [16]byte
-		name, vers string
-	}
-	resources := map[[16]byte]ptrace.ResourceSpans{}
-	scopes := map[scopeKey]ptrace.ScopeSpans{}
-	for _, td := range tds {
-		for _, rs := range td.ResourceSpans().All() {
-			rk := pdatautil.MapHash(rs.Resource().Attributes())
-			ors, ok := resources[rk]
-			if !ok {
-				ors = out.ResourceSpans().AppendEmpty()
-				rs.Resource().CopyTo(ors.Resource())
-				ors.SetSchemaUrl(rs.SchemaUrl())
-				resources[rk] = ors
-			}
-			for _, ss := range rs.ScopeSpans().All() {
-				sk := scopeKey{rk, ss.Scope().Name(), ss.Scope().Version()}
-				oss, ok := scopes[sk]
-				if !ok {
-					oss = ors.ScopeSpans().AppendEmpty()
-					ss.Scope().CopyTo(oss.Scope())
-					oss.SetSchemaUrl(ss.SchemaUrl())
-					scopes[sk] = oss
-				}
-				for _, s := range ss.Spans().All() {
-					s.CopyTo(oss.Spans().AppendEmpty())
-				}
-			}
-		}
-	}
-	for _, rs := range out.ResourceSpans().All() {
+	td := goldentest.Merge(got...)
+	for _, rs := range td.ResourceSpans().All() {
 		for _, ss := range rs.ScopeSpans().All() {
 			ss.Spans().Sort(func(a, b ptrace.Span) bool {
 				if a.StartTimestamp() != b.StartTimestamp() {
@@ -231,5 +123,9 @@ func canonical(tds ...ptrace.Traces) ptrace.Traces {
 			})
 		}
 	}
-	return out
+	goldentest.Check(t, goldenPath(file), *update, td)
+}
+
+func goldenPath(file string) string {
+	return filepath.Join("testdata", "golden", file+".yaml")
 }
