@@ -20,6 +20,7 @@ import (
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
 	"github.com/inferprof/inferprof/internal/stepwindow"
+	"github.com/inferprof/inferprof/internal/ticker"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/genai"
@@ -50,8 +51,7 @@ type agentRunProcessor struct {
 	// Precomputed metric options, so counting allocates nothing.
 	incompleteOpts map[string][]metric.AddOption // by reason
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	loop     ticker.Loop // the assembly's releases
 	stopOnce sync.Once
 }
 

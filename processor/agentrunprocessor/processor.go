@@ -97,21 +97,7 @@ func (p *agentRunProcessor) start(context.Context, component.Host) error {
 	if p.agents == nil {
 		return nil
 	}
-	// Background work gets its own context, not Start's.
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.wg.Go(func() {
-		t := time.NewTicker(p.tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.expire(ctx, p.now())
-			}
-		}
-	})
+	p.loop.Start(p.tick, func() time.Time { return p.now() }, p.expire)
 	return nil
 }
 
@@ -120,10 +106,7 @@ func (p *agentRunProcessor) start(context.Context, component.Host) error {
 func (p *agentRunProcessor) shutdown(ctx context.Context) error {
 	var err error
 	p.stopOnce.Do(func() {
-		if p.cancel != nil {
-			p.cancel()
-		}
-		p.wg.Wait()
+		p.loop.Stop()
 		if p.agents != nil {
 			out := p.agents.Drain(p.now())
 			p.agentStats(ctx)

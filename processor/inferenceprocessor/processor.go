@@ -83,27 +83,8 @@ func (p *inferenceProcessor) start(context.Context, component.Host) error {
 	if p.join == nil {
 		return nil
 	}
-	// Background work gets its own context, not Start's.
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.every(ctx, p.tick, p.expire)
+	p.loop.Start(p.tick, func() time.Time { return p.now() }, p.expire)
 	return nil
-}
-
-// every runs fn on a ticker of period d until ctx is done.
-func (p *inferenceProcessor) every(ctx context.Context, d time.Duration, fn func(context.Context, time.Time)) {
-	p.wg.Go(func() {
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				fn(ctx, p.now())
-			}
-		}
-	})
 }
 
 // shutdown stops the ticker and releases every held span downstream: the
@@ -111,10 +92,7 @@ func (p *inferenceProcessor) every(ctx context.Context, d time.Duration, fn func
 func (p *inferenceProcessor) shutdown(ctx context.Context) error {
 	var err error
 	p.stopOnce.Do(func() {
-		if p.cancel != nil {
-			p.cancel()
-		}
-		p.wg.Wait()
+		p.loop.Stop()
 		if p.join != nil {
 			if out := p.join.Drain(); len(out) > 0 {
 				err = p.flush(ctx, p.finishReleased(ctx, out))

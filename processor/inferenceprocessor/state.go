@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/request"
+	"github.com/inferprof/inferprof/internal/ticker"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 )
@@ -44,8 +45,7 @@ type inferenceProcessor struct {
 	anomalyOpts   map[string][]metric.AddOption // by reason
 	phaseJoinOpts map[string][]metric.AddOption // by outcome
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	loop     ticker.Loop // the join's releases
 	stopOnce sync.Once
 }
 

@@ -68,21 +68,7 @@ func (p *stepFiguresProcessor) start(_ context.Context, host component.Host) err
 	if err := p.gpu.startStore(host, p.logger); err != nil {
 		return err
 	}
-	// Background work gets its own context, not Start's.
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.wg.Go(func() {
-		t := time.NewTicker(p.gpu.tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.tickGPU(ctx, p.now())
-			}
-		}
-	})
+	p.loop.Start(p.gpu.tick, func() time.Time { return p.now() }, p.tickGPU)
 	return nil
 }
 
@@ -90,10 +76,7 @@ func (p *stepFiguresProcessor) start(_ context.Context, host component.Host) err
 // stands: the GPU join only delays spans.
 func (p *stepFiguresProcessor) shutdown(ctx context.Context) error {
 	p.stopOnce.Do(func() {
-		if p.cancel != nil {
-			p.cancel()
-		}
-		p.wg.Wait()
+		p.loop.Stop()
 		if p.gpu != nil && p.gpu.win != nil {
 			p.drainGPU(ctx)
 		}

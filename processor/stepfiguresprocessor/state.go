@@ -7,7 +7,6 @@ package stepfiguresprocessor // import "github.com/inferprof/inferprof/processor
 // them: every file of the package reads these, and none of them reads back.
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwindow"
+	"github.com/inferprof/inferprof/internal/ticker"
 	"github.com/inferprof/inferprof/processor/stepfiguresprocessor/internal/metadata"
 )
 
@@ -42,8 +42,7 @@ type stepFiguresProcessor struct {
 	// for tests
 	now func() time.Time
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	loop     ticker.Loop // the GPU join's releases
 	stopOnce sync.Once
 }
 
