@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"go.yaml.in/yaml/v3"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/inferprof/inferprof/internal/e2etest"
 )
@@ -176,6 +176,37 @@ func TestEngineDiscoveredOnTheHost(t *testing.T) {
 		return assert.ObjectsAreEqual([]float64{0.75}, values(withLabel(engineSeriesOf(prom, "vllm:kv_cache_usage_perc"), mine)))
 	}, 30*time.Second, 100*time.Millisecond, "KV-cache usage did not follow the engine")
 
+	// The same exporters as the launcher's path: /signals and the dashboard.
+	instance := "127.0.0.1:" + strconv.Itoa(eng.port)
+	require.Eventually(t, func() bool {
+		doc, ok := getSignals(t, ports.Addr("graphsignal_local"))
+		for _, m := range doc.Metrics {
+			if ok && m.Name == "vllm:kv_cache_usage_perc" && m.Tags["service.instance.id"] == instance &&
+				m.Tags["process.pid"] == pid && m.Stats["value"] == 0.75 {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "/signals never served the discovered engine's KV-cache usage")
+	var dash struct {
+		Engines []struct {
+			Instance     string       `json:"instance"`
+			KVCacheUsage [][2]float64 `json:"kv_cache_usage"`
+		} `json:"engines"`
+	}
+	require.Eventually(t, func() bool {
+		dash.Engines = nil
+		if json.Unmarshal([]byte(getText("http://"+ports.Addr("ui")+"/dashboard.json")), &dash) != nil {
+			return false
+		}
+		for _, e := range dash.Engines {
+			if n := len(e.KVCacheUsage); e.Instance == instance && n > 0 && e.KVCacheUsage[n-1][1] == 0.75 {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "the dashboard never showed the discovered engine's KV-cache usage")
+
 	// Several scrapes later, the engine's other port has had no connection,
 	// and one receiver was started for this engine: its API port's.
 	require.Eventually(t, func() bool { s, ok := eng.state(t); return ok && s.Scrapes >= 3 },
@@ -215,20 +246,7 @@ func TestEngineFromInferprofRunWithDiscoveryScrapedTwice(t *testing.T) {
 		Args:        []string{mergeAppend},
 		Env:         discoveryEnv(t, ports, dataDir),
 	})
-	run := os.Getenv("INFERPROF_RUN_BIN")
-	if run == "" {
-		run = filepath.Join(filepath.Dir(e2etest.Binary(t)), "inferprof-run")
-	}
-	require.FileExists(t, run, "build bin/inferprof-run (make build) or set INFERPROF_RUN_BIN")
-	script := fakeVLLMScript(t)
-	eng := &hostEngine{port: e2etest.FreePort(t)}
-	eng.cmd = exec.Command(run, "-no-hook", "-no-cupti", "-logs-endpoint", ports.Addr("otlp_grpc"),
-		"--", "vllm", "serve", "tiny", "--port", strconv.Itoa(eng.port))
-	eng.cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(script)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"INFERPROF_ENGINE_TARGETS_DIR="+filepath.Join(dataDir, "engines"), "OTEL_RESOURCE_ATTRIBUTES=", "OTEL_SERVICE_NAME=")
-	require.NoError(t, eng.cmd.Start())
-	t.Cleanup(func() { _ = eng.cmd.Process.Kill(); _ = eng.cmd.Wait() })
-	waitServing(t, eng)
+	eng := launchFakeVLLM(t, ports, dataDir)
 
 	// The engine is inferprof-run's child, named by its target file.
 	var pid string
@@ -257,6 +275,68 @@ func TestEngineFromInferprofRunWithDiscoveryScrapedTwice(t *testing.T) {
 			assert.Regexp(t, `service_instance_id="[0-9a-f-]{36}"`, lab, "the launcher's service.instance.id")
 		}
 	}
+}
+
+// launchFakeVLLM runs `inferprof-run [flags] -- vllm serve tiny --port P`
+// with the fake engine first on PATH as vllm.
+func launchFakeVLLM(t *testing.T, ports *e2etest.Ports, dataDir string, flags ...string) *hostEngine {
+	t.Helper()
+	run := os.Getenv("INFERPROF_RUN_BIN")
+	if run == "" {
+		run = filepath.Join(filepath.Dir(e2etest.Binary(t)), "inferprof-run")
+	}
+	require.FileExists(t, run, "build bin/inferprof-run (make build) or set INFERPROF_RUN_BIN")
+	script := fakeVLLMScript(t)
+	eng := &hostEngine{port: e2etest.FreePort(t)}
+	args := append([]string{"-no-hook", "-no-cupti", "-logs-endpoint", ports.Addr("otlp_grpc")}, flags...)
+	eng.cmd = exec.Command(run, append(args, "--", "vllm", "serve", "tiny", "--port", strconv.Itoa(eng.port))...)
+	eng.cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(script)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"INFERPROF_ENGINE_TARGETS_DIR="+filepath.Join(dataDir, "engines"), "OTEL_RESOURCE_ATTRIBUTES=", "OTEL_SERVICE_NAME=")
+	require.NoError(t, eng.cmd.Start())
+	t.Cleanup(func() { stopLauncher(eng.cmd) })
+	waitServing(t, eng)
+	return eng
+}
+
+// TestEngineFromInferprofRunNoEngineMetricsWithDiscoveryScrapedOnce: the
+// remedy the docs give on a host with both kinds of engine. With
+// -no-engine-metrics the launcher writes no target, and the observer alone
+// scrapes the engine: one copy of each series, the observer's identity.
+func TestEngineFromInferprofRunNoEngineMetricsWithDiscoveryScrapedOnce(t *testing.T) {
+	ports := e2etest.NewPorts(t)
+	dataDir := t.TempDir()
+	e2etest.Start(t, e2etest.Options{
+		ConfigFiles: []string{shippedConfig("default.yaml"), shippedConfig("engine-discovery.yaml")},
+		Args:        []string{mergeAppend},
+		Env:         discoveryEnv(t, ports, dataDir),
+	})
+	eng := launchFakeVLLM(t, ports, dataDir, "-no-engine-metrics")
+	prom := ports.Addr("prometheus")
+	observed := `service_instance_id="127.0.0.1:` + strconv.Itoa(eng.port) + `"`
+	var pid string
+	require.Eventually(t, func() bool {
+		for lab := range withLabel(engineSeriesOf(prom, "vllm:kv_cache_usage_perc"), observed) {
+			i := strings.Index(lab, `process_pid="`)
+			if i >= 0 {
+				pid = strings.SplitN(lab[i:], `"`, 3)[1]
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 100*time.Millisecond, "the observer never scraped the launched engine")
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	require.NoError(t, err, "the series' process.pid is a live process")
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	assert.Equal(t, strconv.Itoa(eng.cmd.Process.Pid), fields[1], "the scraped process is inferprof-run's child")
+
+	// Several scrapes later there is still one copy, and no target file.
+	first, ok := eng.state(t)
+	require.True(t, ok)
+	require.Eventually(t, func() bool { s, ok := eng.state(t); return ok && s.Scrapes >= first.Scrapes+3 },
+		30*time.Second, 100*time.Millisecond)
+	assert.Len(t, withLabel(engineSeriesOf(prom, "vllm:kv_cache_usage_perc"), `process_pid="`+pid+`"`), 1)
+	files, _ := filepath.Glob(filepath.Join(dataDir, "engines", "*.json"))
+	assert.Empty(t, files, "-no-engine-metrics writes no target")
 }
 
 // startedFor returns the receiver_creator "starting receiver" log lines for
@@ -326,5 +406,21 @@ func TestEngineDiscoveryOverlayOnEveryBase(t *testing.T) {
 				assert.Equal(t, getList(alone, append(pipe, k)...), getList(merged, append(pipe, k)...), k)
 			}
 		})
+	}
+}
+
+// stopLauncher ends inferprof-run with SIGTERM, which it forwards to the
+// engine: the engine runs in a process group of its own, so a SIGKILL of the
+// launcher would leave it running, and every later discovery test would find
+// it. SIGKILL after 10 s if the launcher is still there.
+func stopLauncher(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
