@@ -30,8 +30,9 @@ const mergeAppend = "--feature-gates=confmap.enableMergeAppendOption"
 // reads like vLLM's: vLLM-shaped /metrics on its --port, and a second TCP
 // port that counts the connections it gets.
 type hostEngine struct {
-	cmd  *exec.Cmd
-	port int
+	cmd    *exec.Cmd
+	port   int
+	stderr string // inferprof-run's stderr, when it started the engine
 }
 
 type hostEngineState struct {
@@ -275,6 +276,10 @@ func TestEngineFromInferprofRunWithDiscoveryScrapedTwice(t *testing.T) {
 			assert.Regexp(t, `service_instance_id="[0-9a-f-]{36}"`, lab, "the launcher's service.instance.id")
 		}
 	}
+	// The launcher saw the overlay on the collector's command line and said so.
+	stderr, err := os.ReadFile(eng.stderr)
+	require.NoError(t, err)
+	assert.Contains(t, string(stderr), "runs the collector overlay engine-discovery.yaml")
 }
 
 // launchFakeVLLM runs `inferprof-run [flags] -- vllm serve tiny --port P`
@@ -292,6 +297,11 @@ func launchFakeVLLM(t *testing.T, ports *e2etest.Ports, dataDir string, flags ..
 	eng.cmd = exec.Command(run, append(args, "--", "vllm", "serve", "tiny", "--port", strconv.Itoa(eng.port))...)
 	eng.cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(script)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"INFERPROF_ENGINE_TARGETS_DIR="+filepath.Join(dataDir, "engines"), "OTEL_RESOURCE_ATTRIBUTES=", "OTEL_SERVICE_NAME=")
+	eng.stderr = filepath.Join(t.TempDir(), "inferprof-run.stderr")
+	f, err := os.Create(eng.stderr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	eng.cmd.Stderr = f
 	require.NoError(t, eng.cmd.Start())
 	t.Cleanup(func() { stopLauncher(eng.cmd) })
 	waitServing(t, eng)
@@ -337,6 +347,9 @@ func TestEngineFromInferprofRunNoEngineMetricsWithDiscoveryScrapedOnce(t *testin
 	assert.Len(t, withLabel(engineSeriesOf(prom, "vllm:kv_cache_usage_perc"), `process_pid="`+pid+`"`), 1)
 	files, _ := filepath.Glob(filepath.Join(dataDir, "engines", "*.json"))
 	assert.Empty(t, files, "-no-engine-metrics writes no target")
+	stderr, err := os.ReadFile(eng.stderr)
+	require.NoError(t, err)
+	assert.NotContains(t, string(stderr), "engine-discovery.yaml", "no target, no double scrape, no warning")
 }
 
 // startedFor returns the receiver_creator "starting receiver" log lines for
