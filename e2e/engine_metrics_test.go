@@ -73,7 +73,7 @@ func launchEngine(t *testing.T, port, targets string) (pid int, labels map[strin
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"INFERPROF_ENGINE_TARGETS_DIR="+targets, "OTEL_RESOURCE_ATTRIBUTES=", "OTEL_SERVICE_NAME=")
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { stopLauncher(cmd) })
 	var groups []struct {
 		Targets []string          `json:"targets"`
 		Labels  map[string]string `json:"labels"`

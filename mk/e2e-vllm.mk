@@ -15,7 +15,7 @@ E2E_VLLM_RESULTS ?= $(ROOT)/e2e/vllm/results.json
 E2E_VLLM_MODES   ?= default,optin,notrace
 BENCH_ENGINE_RUNS ?= 4
 
-.PHONY: e2e-vllm e2e-vllm-venv bench-engine test-e2e-vllm-analyze e2e-vllm-errors
+.PHONY: e2e-vllm e2e-vllm-venv bench-engine test-e2e-vllm-analyze e2e-vllm-errors e2e-vllm-discovery
 TEST_TARGETS += test-e2e-vllm-analyze
 
 e2e-vllm-venv:
@@ -31,6 +31,13 @@ e2e-vllm: build
 e2e-vllm-errors: build
 	@venv=$$(e2e/vllm/install.sh) && \
 	  timeout 1200 $$venv/bin/python e2e/vllm/errors.py --venv $$venv
+
+# make e2e-vllm-discovery: a plain `vllm serve` (no inferprof-run) found by
+# config/engine-discovery.yaml: its TTFT count scraped, one receiver, on the
+# API port only (e2e/vllm/discovery.py). One engine start.
+e2e-vllm-discovery: build
+	@venv=$$(e2e/vllm/install.sh) && \
+	  timeout 900 $$venv/bin/python e2e/vllm/discovery.py --venv $$venv
 
 bench-engine: build
 	@venv=$$(e2e/vllm/install.sh) && \

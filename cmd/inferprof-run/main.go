@@ -131,6 +131,9 @@ func main() {
 		return
 	}
 	report(os.Stderr, p, opts.quiet)
+	if p.scrape != nil {
+		warnDiscovery(os.Stderr, "/proc", p.scrape.dir)
+	}
 	if opts.exec {
 		if p.scrape != nil {
 			// exec keeps the pid: the target names the process that serves /metrics.

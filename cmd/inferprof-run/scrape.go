@@ -19,7 +19,8 @@ import (
 // collector's prometheus/engines receiver from Prometheus file service
 // discovery targets that the launcher writes: it knows the engine's port from
 // the command line and the identity it gave the engine, and no port is
-// probed (docs/engine-metrics.md says why this and not an observer).
+// probed (docs/engine-metrics.md: this path, and the observer overlay for
+// engines the launcher did not start).
 const (
 	envTargetsDir     = "INFERPROF_ENGINE_TARGETS_DIR"
 	envMetricsAddress = "INFERPROF_ENGINE_METRICS_ADDRESS"

@@ -27,6 +27,7 @@ import (
 	filestorage "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	pprofextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension"
+	hostobserver "github.com/open-telemetry/opentelemetry-collector-contrib/extension/observer/hostobserver"
 	requestguardextension "github.com/inferprof/inferprof/extension/requestguardextension"
 	k8scheckextension "github.com/inferprof/inferprof/extension/k8scheckextension"
 	stepstoreextension "github.com/inferprof/inferprof/extension/stepstoreextension"
@@ -43,6 +44,7 @@ import (
 	agentrunprocessor "github.com/inferprof/inferprof/processor/agentrunprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	prometheusreceiver "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver"
+	receivercreator "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/receivercreator"
 	cuptireceiver "github.com/inferprof/inferprof/receiver/cuptireceiver"
 	enginestepreceiver "github.com/inferprof/inferprof/receiver/enginestepreceiver"
 	nvmlreceiver "github.com/inferprof/inferprof/receiver/nvmlreceiver"
@@ -72,6 +74,7 @@ func components() (otelcol.Factories, error) {
 		filestorage.NewFactory(),
 		healthcheckextension.NewFactory(),
 		pprofextension.NewFactory(),
+		hostobserver.NewFactory(),
 		requestguardextension.NewFactory(),
 		k8scheckextension.NewFactory(),
 		stepstoreextension.NewFactory(),
@@ -83,6 +86,7 @@ func components() (otelcol.Factories, error) {
 		filestorage.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage v0.161.0",
 		healthcheckextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension v0.161.0",
 		pprofextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension v0.161.0",
+		hostobserver.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/observer/hostobserver v0.161.0",
 		requestguardextension.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		k8scheckextension.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		stepstoreextension.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
@@ -91,6 +95,7 @@ func components() (otelcol.Factories, error) {
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
 		prometheusreceiver.NewFactory(),
+		receivercreator.NewFactory(),
 		cuptireceiver.NewFactory(),
 		enginestepreceiver.NewFactory(),
 		nvmlreceiver.NewFactory(),
@@ -101,6 +106,7 @@ func components() (otelcol.Factories, error) {
 	factories.ReceiverModules = makeModulesMap(factories.Receivers, map[component.Type]string{
 		otlpreceiver.NewFactory().Type(): "go.opentelemetry.io/collector/receiver/otlpreceiver v0.161.0",
 		prometheusreceiver.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver v0.161.0",
+		receivercreator.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/receivercreator v0.161.0",
 		cuptireceiver.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		enginestepreceiver.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
 		nvmlreceiver.NewFactory().Type(): "github.com/inferprof/inferprof v0.0.0",
