@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -84,7 +85,15 @@ func supervise(p *plan, stdout, stderr io.Writer, newSink func(pid int) *logSink
 			readers, closers = append(readers, r), append(closers, w)
 		}
 	}
-	attr := &os.ProcAttr{Env: p.env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true}}
+	// The engine is in a process group of its own, so a kill -9 of the
+	// launcher alone would leave it running with no one to supervise it:
+	// the kernel sends it SIGTERM when the launcher dies (vLLM and SGLang
+	// shut their workers down on it). Pdeathsig fires when the thread that
+	// started the child exits, so that thread stays locked to this
+	// goroutine while the engine runs.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	attr := &os.ProcAttr{Env: p.env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}}
 	if foregroundTTY() {
 		// The engine gets the terminal, so ^C reaches it once, from the
 		// terminal, and not a second time from us.

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,3 +261,34 @@ func TestExecFlagReplacesTheLauncher(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestSuperviseEngineEndsWithAKilledLauncher: a kill -9 of the launcher
+// (an OOM kill, a container runtime's escalation) does not leave the
+// engine running unsupervised in its own process group: the kernel sends it
+// SIGTERM (Pdeathsig), and it stops as on a plain stop.
+func TestSuperviseEngineEndsWithAKilledLauncher(t *testing.T) {
+	t.Parallel()
+	cmd := launcher(t, "", nil, `trap 'echo engine stopped > stopped; exit 0' TERM; echo $$ > engine.pid; while :; do sleep 0.05; done`)
+	require.NoError(t, cmd.Start())
+	pidFile := filepath.Join(cmd.Dir, "engine.pid")
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil || len(b) == 0 || b[len(b)-1] != '\n' {
+			return false
+		}
+		_, err = fmt.Sscan(string(b), &pid)
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond, "the engine started")
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(cmd.Dir, "stopped"))
+		return err == nil && strings.Contains(string(b), "engine stopped")
+	}, 20*time.Second, 10*time.Millisecond, "the engine got SIGTERM when its launcher was killed")
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// Gone, or a zombie waiting for init to reap it.
+		return err != nil || strings.Contains(string(b), ") Z ")
+	}, 20*time.Second, 10*time.Millisecond, "the engine exited")
+}
