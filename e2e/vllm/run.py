@@ -309,8 +309,11 @@ def main():
     p.add_argument("--aborts", type=int, default=8, help="streams closed mid-way, after the main load")
     p.add_argument("--reanalyze", action="store_true", help="no run: the figures from --work's files")
     args = p.parse_args()
-    # The opt-in run checks classification and counting, so less load.
-    args.levels = {"default": ("1,8,32", "8,24,64"), "optin": ("8", "16"), "notrace": ("8", "16")}
+    # The opt-in and tracing-off runs check classification, counting and the
+    # engine's own series, so less load; but long enough (about 3 s) that
+    # the collector's 1 s scrapes of vLLM land under it: with 16 requests
+    # (0.9 s) a fresh-clone run saw no scrape with a request running.
+    args.levels = {"default": ("1,8,32", "8,24,64"), "optin": ("8", "64"), "notrace": ("8", "64")}
     work = args.work or tempfile.mkdtemp(prefix="inferprof-e2e-vllm-")
     os.makedirs(work, exist_ok=True)
     model_dir = os.path.join(work, MODEL)
