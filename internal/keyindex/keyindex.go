@@ -26,6 +26,7 @@ type slot struct {
 // Table is immutable once built and safe for concurrent use.
 type Table struct {
 	seed  uint32
+	mul   uint32 // seed*0x9e3779b1 | 1, once rather than per look-up
 	slots [size]slot
 	// fallback is used only when no seed separates the keys.
 	fallback map[string]int
@@ -37,7 +38,7 @@ type Table struct {
 func New(index map[string]int) *Table {
 	t := &Table{}
 	for seed := uint32(1); seed < 1<<16; seed++ {
-		t.seed = seed
+		t.seed, t.mul = seed, seed*0x9e3779b1|1
 		t.slots = [size]slot{}
 		ok := true
 		for k, i := range index {
@@ -72,7 +73,7 @@ func (t *Table) hash(k string) uint32 {
 	n := len(k)
 	h := uint32(n) | uint32(k[n-1])<<8 | uint32(k[n/2])<<16 | uint32(k[n-1-n/8])<<24
 	h ^= (uint32(k[min(7, n-1)]) | uint32(k[0])<<8) * 0x9e37
-	h *= t.seed*0x9e3779b1 | 1
+	h *= t.mul
 	return h >> (32 - bits)
 }
 

@@ -52,11 +52,16 @@ func intOf(v pcommon.Value) (int64, bool) {
 // isSyntheticPhase reports whether span is one of the phase spans the
 // inference processor drew under a request span.
 func isSyntheticPhase(span ptrace.Span) bool {
-	switch span.Name() {
-	case names.SpanPhaseQueue, names.SpanPhasePrefill, names.SpanPhaseDecode:
-	default:
-		return false
-	}
+	return isPhaseName(span.Name()) && isSynthetic(span)
+}
+
+// isPhaseName is the inlined first test: comparisons with short constants,
+// so a span of another name costs no call.
+func isPhaseName(name string) bool {
+	return name == names.SpanPhaseQueue || name == names.SpanPhasePrefill || name == names.SpanPhaseDecode
+}
+
+func isSynthetic(span ptrace.Span) bool {
 	v, ok := span.Attributes().Get(names.AttrSynthetic)
 	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
 }

@@ -37,46 +37,48 @@ func addPhaseSpans(spans ptrace.SpanSlice, k, left int, ph request.Phases) int {
 // appendPhaseSpans appends the phase spans of the request span parentID to
 // spans.
 func appendPhaseSpans(spans ptrace.SpanSlice, traceID pcommon.TraceID, parentID pcommon.SpanID, ph request.Phases) int {
-	added := 0
-	for _, x := range [...]struct {
-		name  string
-		phase byte
-		p     request.Phase
-	}{
-		{names.SpanPhaseQueue, 'q', ph.Queue},
-		{names.SpanPhasePrefill, 'p', ph.Prefill},
-		{names.SpanPhaseDecode, 'd', ph.Decode},
-	} {
-		if !x.p.OK {
-			continue
-		}
-		s := spans.AppendEmpty()
-		s.SetTraceID(traceID)
-		s.SetSpanID(phaseSpanID(parentID, x.phase))
-		s.SetParentSpanID(parentID)
-		s.SetName(x.name)
-		s.SetKind(ptrace.SpanKindInternal)
-		s.SetStartTimestamp(x.p.Start)
-		s.SetEndTimestamp(x.p.End)
-		a := s.Attributes()
-		a.EnsureCapacity(1) // a make of one entry, not append's growth path
-		a.PutBool(names.AttrSynthetic, true)
-		added++
-	}
-	return added
+	h := parentHash(parentID) // once for the three ids
+	return appendPhaseSpan(spans, traceID, parentID, phaseSpanID(h, 'q'), names.SpanPhaseQueue, ph.Queue) +
+		appendPhaseSpan(spans, traceID, parentID, phaseSpanID(h, 'p'), names.SpanPhasePrefill, ph.Prefill) +
+		appendPhaseSpan(spans, traceID, parentID, phaseSpanID(h, 'd'), names.SpanPhaseDecode, ph.Decode)
 }
 
-// phaseSpanID derives a phase span's id from its parent's, so running the
-// same span twice gives the same ids and golden files are stable.
-func phaseSpanID(parent pcommon.SpanID, phase byte) pcommon.SpanID {
-	// FNV-1a over the parent id then the phase byte, inline: hash/fnv's
-	// interface costs a call per Write.
-	const offset64, prime64 = 14695981039346656037, 1099511628211
+// appendPhaseSpan appends one phase span, if its figures placed it (p.OK),
+// and returns how many it appended.
+func appendPhaseSpan(spans ptrace.SpanSlice, traceID pcommon.TraceID, parentID, id pcommon.SpanID, name string, p request.Phase) int {
+	if !p.OK {
+		return 0
+	}
+	s := spans.AppendEmpty()
+	s.SetTraceID(traceID)
+	s.SetSpanID(id)
+	s.SetParentSpanID(parentID)
+	s.SetName(name)
+	s.SetKind(ptrace.SpanKindInternal)
+	s.SetStartTimestamp(p.Start)
+	s.SetEndTimestamp(p.End)
+	a := s.Attributes()
+	a.EnsureCapacity(1) // a make of one entry, not append's growth path
+	a.PutBool(names.AttrSynthetic, true)
+	return 1
+}
+
+// A phase span's id is derived from its parent's, so running the same span
+// twice gives the same ids and golden files are stable: FNV-1a over the
+// parent id then the phase byte, inline (hash/fnv's interface costs a call
+// per Write), the parent's part once per request.
+const offset64, prime64 = 14695981039346656037, 1099511628211
+
+func parentHash(parent pcommon.SpanID) uint64 {
 	v := uint64(offset64)
 	for _, c := range parent {
 		v = (v ^ uint64(c)) * prime64
 	}
-	v = (v ^ uint64(phase)) * prime64
+	return v
+}
+
+func phaseSpanID(h uint64, phase byte) pcommon.SpanID {
+	v := (h ^ uint64(phase)) * prime64
 	if v == 0 {
 		v = 1
 	}
