@@ -6,6 +6,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,4 +162,42 @@ func selectCUPTI(exe string, args []string, vars map[string]string, set func(k, 
 		return other
 	}
 	return ""
+}
+
+func planCUPTI(p *plan, o options, exe string) error {
+	if o.noCUPTI {
+		return nil
+	}
+	p.set(envCUPTIEndpoint, o.cuptiEndpoint, "where the CUPTI library sends kernel activity: the cupti receiver's socket")
+	if p.vars[envInjection] != "" && o.cuptiLib == "" {
+		p.warnings = append(p.warnings, envInjection+" is already set to "+p.vars[envInjection]+"; keeping it, so no GPU kernel activity from inferprof")
+		return nil
+	}
+	lib := o.cuptiLib
+	if lib == "" {
+		lib = selectCUPTI(exe, o.args, p.vars, func(k, v string) {
+			p.set(k, v, "the engine's own libcupti first, matching its CUDA")
+		}, &p.warnings)
+	}
+	switch {
+	case lib == "":
+		p.warnings = append(p.warnings, cuptiLibName+" not found (build it with `make native`, or set -cupti-lib or "+envCUPTILib+"); running without GPU kernel activity")
+		return nil
+	case !exists(lib):
+		return fmt.Errorf("cupti lib %s: no such file", lib)
+	}
+	abs, _ := filepath.Abs(lib)
+	p.set(envInjection, abs, "loads the CUPTI injection library into the engine")
+	checkSocket(p, "cupti", o.cuptiEndpoint)
+	return nil
+}
+
+// cuptiCandidates are the paths searched for the injection library.
+func cuptiCandidates(exe string) []string {
+	d := filepath.Dir(exe)
+	return []string{
+		filepath.Join(d, cuptiLibName),
+		filepath.Join(d, "..", "lib", cuptiLibName),
+		filepath.Join(d, "..", "native", "cupti", "build", cuptiLibName),
+	}
 }

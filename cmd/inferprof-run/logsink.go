@@ -7,7 +7,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,11 +211,4 @@ func logsTarget(o options, args []string, vars map[string]string) (endpoint stri
 	scheme, host := splitEndpoint(ep)
 	hp, _, _ := strings.Cut(hostPort(ep), "/")
 	return hp, scheme == "http" || (scheme != "https" && isLoopback(host))
-}
-
-func signalName(n int) string {
-	if s, ok := signalNames[n]; ok {
-		return s
-	}
-	return "SIG" + strconv.Itoa(n)
 }

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 )
 
@@ -101,4 +102,18 @@ func planResource(p *plan, args []string) {
 	if len(why) > 0 {
 		p.set(envResourceAttrs, v, strings.Join(why, "; "))
 	}
+}
+
+// engineName guesses vllm or sglang from the command line ("vllm serve",
+// "python3 -m sglang.launch_server"); "" when neither appears.
+func engineName(args []string) string {
+	for _, a := range args {
+		base := filepath.Base(a)
+		for _, e := range []string{"vllm", "sglang"} {
+			if strings.HasPrefix(base, e) {
+				return e
+			}
+		}
+	}
+	return ""
 }

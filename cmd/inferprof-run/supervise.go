@@ -51,6 +51,13 @@ func init() {
 	}
 }
 
+func signalName(n int) string {
+	if s, ok := signalNames[n]; ok {
+		return s
+	}
+	return "SIG" + strconv.Itoa(n)
+}
+
 // outcome is how the engine ended.
 type outcome struct {
 	code   int            // exit code, when it exited
