@@ -18,15 +18,6 @@ import (
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/kineto"
 )
 
-// maxTrackedFiles bounds the Kineto reader's memory of files already read.
-const maxTrackedFiles = 10000
-
-type fileState struct {
-	size  int64
-	mtime time.Time
-	done  bool
-}
-
 // scanKineto reads trace files whose size and modification time held still
 // since the previous scan, so a file still being written is left alone.
 func (r *cuptiReceiver) scanKineto(ctx context.Context) {
@@ -135,6 +126,20 @@ func (t *traceSink) Records(recs []cuptiwire.Record, absolute bool) {
 	for i := 0; i < len(recs); i += batch {
 		t.agg.AddTrace(t.src, recs[i:min(i+batch, len(recs))], t.kernels, t.cache, absolute)
 	}
+}
+
+// KernelName and Category let the Kineto reader name and classify kernels
+// for step figures with the aggregator's own table (user rules included).
+func (t *traceSink) KernelName(id uint32) string { return t.agg.KernelName(t.series(id)) }
+
+// Category is the kernel category of a trace's kernel name id.
+func (t *traceSink) Category(id uint32) string { return t.agg.Category(t.series(id)) }
+
+func (t *traceSink) series(id uint32) uint32 {
+	if int(id) < len(t.kernels) {
+		return t.kernels[id]
+	}
+	return 0
 }
 
 // readTraceFile reads one trace file into the aggregator, then adds its

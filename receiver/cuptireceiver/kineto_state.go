@@ -14,6 +14,9 @@ import (
 	"go.uber.org/zap"
 )
 
+// maxTrackedFiles bounds the Kineto reader's memory of files already read.
+const maxTrackedFiles = 10000
+
 // filesKey is the storage key of the Kineto files already read.
 const filesKey = "kineto.files"
 

@@ -16,20 +16,6 @@ import (
 	"github.com/inferprof/inferprof/receiver/cuptireceiver/internal/kineto"
 )
 
-// KernelName and Category let the Kineto reader name and classify kernels
-// for step figures with the aggregator's own table (user rules included).
-func (t *traceSink) KernelName(id uint32) string { return t.agg.KernelName(t.series(id)) }
-
-// Category is the kernel category of a trace's kernel name id.
-func (t *traceSink) Category(id uint32) string { return t.agg.Category(t.series(id)) }
-
-func (t *traceSink) series(id uint32) uint32 {
-	if int(id) < len(t.kernels) {
-		return t.kernels[id]
-	}
-	return 0
-}
-
 // stepScope is the instrumentation scope of the step spans made from
 // Kineto traces.
 const stepScope = "github.com/inferprof/inferprof/receiver/cuptireceiver"

@@ -17,54 +17,6 @@ import (
 	"github.com/inferprof/inferprof/receiver/nvmlreceiver/internal/metadata"
 )
 
-// field names one NVML query on a device, for the unsupported mask and rate-limited warnings.
-type field uint8
-
-const (
-	fieldUtilization field = iota
-	fieldEncoder
-	fieldDecoder
-	fieldMemory
-	fieldPower
-	fieldEnergy
-	fieldTemperature
-	fieldECCCorrected
-	fieldECCUncorrected
-	fieldPCIeReplay
-	fieldClockSM
-	fieldClockMemory
-	fieldThrottle
-	fieldPState
-	fieldFan
-	fieldRemap
-	fieldFieldValues
-	fieldPCIeTx
-	fieldPCIeRx
-	fieldPCIeThroughputTx
-	fieldPCIeThroughputRx
-	fieldNVLinkTx
-	fieldNVLinkRx
-	fieldNVLinkReplay
-	fieldNVLinkRecovery
-	fieldNVLinkCRCFlit
-	fieldNVLinkCRCData
-	fieldNVLinkECCData
-	fieldProcesses
-	fieldProcessUtilization
-	fieldEvents
-	fieldCount
-)
-
-var fieldNames = [fieldCount]string{
-	"utilization", "encoder utilization", "decoder utilization", "memory info", "power usage",
-	"total energy consumption", "temperature", "corrected ECC errors", "uncorrected ECC errors",
-	"PCIe replay counter", "SM clock", "memory clock", "clocks throttle reasons", "performance state",
-	"fan speed", "remapped rows", "field values", "PCIe TX bytes", "PCIe RX bytes", "PCIe TX throughput",
-	"PCIe RX throughput", "NVLink TX bytes", "NVLink RX bytes", "NVLink replay errors",
-	"NVLink recovery errors", "NVLink CRC flit errors", "NVLink CRC data errors", "NVLink ECC data errors",
-	"compute processes", "process utilization", "event registration",
-}
-
 // fieldValueQueries are read with one GetFieldValues call per device and scrape.
 var fieldValueQueries = []struct {
 	f     field
@@ -283,8 +235,6 @@ func (s *nvmlSource) recordFieldValues(ctx context.Context, d *device, now time.
 		}
 	}
 }
-
-func (d *device) supports(f field) bool { return d.unsupported&(1<<f) == 0 }
 
 // fieldUint decodes a field value as an unsigned count.
 func fieldUint(fv *nvml.FieldValue) (uint64, bool) {

@@ -6,40 +6,14 @@
 package nvmlreceiver // import "github.com/inferprof/inferprof/receiver/nvmlreceiver"
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 )
-
-// device is one selected GPU and what the receiver remembers about it between scrapes.
-type device struct {
-	handle      nvml.Device
-	index       int
-	uuid        string
-	name        string
-	busID       string
-	arch        string
-	cc          string
-	mig         string
-	res         pcommon.Resource
-	unsupported uint64 // bit per field: NVML said ERROR_NOT_SUPPORTED once, never ask again
-	failures    [fieldCount]uint32
-	fv          []nvml.FieldValue // reused GetFieldValues buffer
-
-	// PCIe bytes integrated from throughput samples where the byte counters are unsupported.
-	pcieBytes    [2]float64
-	lastPCIeTime time.Time
-
-	lastProcSample uint64                      // newest process-utilisation timestamp seen (µs)
-	procRes        map[uint32]pcommon.Resource // pid → its resource (device + pid + container.id), pruned each scrape
-	xid            map[uint64]int64            // XID code → count since start; never reset
-}
 
 func (s *nvmlSource) discover() {
 	s.driver, _ = s.lib.SystemGetDriverVersion()
@@ -178,22 +152,6 @@ func (s *nvmlSource) fillResource(d *device) {
 	s.rb.SetNvidiaGpuComputeCapability(d.cc)
 	s.rb.SetNvidiaGpuCudaDriverVersion(s.cudaVersion)
 	s.rb.SetNvidiaGpuMigMode(d.mig)
-}
-
-func (s *nvmlSource) registerEvents(d *device) {
-	if s.eventSet == nil {
-		return
-	}
-	supported, ret := d.handle.GetSupportedEventTypes()
-	if !s.ok(context.Background(), d, fieldEvents, ret) {
-		return
-	}
-	mask := supported & criticalEvents
-	if mask == 0 {
-		return
-	}
-	// A failure is counted and logged by ok; the GPU's metrics are still read.
-	s.ok(context.Background(), d, fieldEvents, d.handle.RegisterEvents(mask, s.eventSet))
 }
 
 func archName(a nvml.DeviceArchitecture) string {

@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inferprof/inferprof/internal/names"
-	"github.com/inferprof/inferprof/receiver/nvmlreceiver/internal/metadata"
 )
 
 // maxEventsPerPoll bounds one non-blocking drain of the event set, so a storm cannot stall a scrape.
@@ -31,11 +30,20 @@ const criticalEvents = nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitE
 	nvml.EventTypeDramRetirementFailure | nvml.EventTypeGpuUnavailableError |
 	nvml.EventTypeFatalPoisonError | nvml.EventTypeNonFatalPoisonError | nvml.EventTypeGpuRecoveryAction
 
-type pendingEvent struct {
-	dev       *device
-	ts        pcommon.Timestamp
-	eventType uint64
-	data      uint64
+func (s *nvmlSource) registerEvents(d *device) {
+	if s.eventSet == nil {
+		return
+	}
+	supported, ret := d.handle.GetSupportedEventTypes()
+	if !s.ok(context.Background(), d, fieldEvents, ret) {
+		return
+	}
+	mask := supported & criticalEvents
+	if mask == 0 {
+		return
+	}
+	// A failure is counted and logged by ok; the GPU's metrics are still read.
+	s.ok(context.Background(), d, fieldEvents, d.handle.RegisterEvents(mask, s.eventSet))
 }
 
 // pollEvents drains the event set without blocking (timeout 0): it counts XIDs and, when a logs
@@ -84,35 +92,6 @@ func (s *nvmlSource) deviceOf(h nvml.Device) *device {
 		}
 	}
 	return nil
-}
-
-func (s *nvmlSource) scrapeLogs(ctx context.Context) (plog.Logs, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.maybeRetryInit()
-	if !s.initialized {
-		return plog.NewLogs(), nil
-	}
-	s.pollEvents(ctx)
-	logs := plog.NewLogs()
-	if len(s.pending) == 0 {
-		return logs, nil
-	}
-	byDev := map[*device]plog.LogRecordSlice{}
-	for _, ev := range s.pending {
-		lrs, ok := byDev[ev.dev]
-		if !ok {
-			rl := logs.ResourceLogs().AppendEmpty()
-			ev.dev.res.CopyTo(rl.Resource())
-			sl := rl.ScopeLogs().AppendEmpty()
-			sl.Scope().SetName(metadata.ScopeName)
-			lrs = sl.LogRecords()
-			byDev[ev.dev] = lrs
-		}
-		fillEventRecord(lrs.AppendEmpty(), ev)
-	}
-	s.pending = s.pending[:0]
-	return logs, nil
 }
 
 func fillEventRecord(lr plog.LogRecord, ev pendingEvent) {

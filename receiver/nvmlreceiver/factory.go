@@ -9,8 +9,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
@@ -45,17 +43,6 @@ func createDefaultConfig() component.Config {
 		Events:               EventsConfig{Enabled: true, MaxPending: defaultMaxPending},
 		Processes:            ProcessesConfig{ProcRoot: "/proc"},
 	}
-}
-
-// gpuSource is the state both signals read: one NVML session per receiver config, so the
-// metrics and logs pipelines share devices, the event set and the XID counters.
-type gpuSource interface {
-	start(ctx context.Context, host component.Host) error
-	shutdown(ctx context.Context) error
-	scrapeMetrics(ctx context.Context) (pmetric.Metrics, error)
-	scrapeLogs(ctx context.Context) (plog.Logs, error)
-	// wantLogs tells the source that a logs pipeline drains event records.
-	wantLogs()
 }
 
 // sourceComponent is a gpuSource in the shape sharedcomponent holds.
