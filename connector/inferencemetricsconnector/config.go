@@ -230,6 +230,32 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+func (c *Config) validateLimits() []error {
+	var errs []error
+	if c.MaxSeriesPerModel < 0 {
+		errs = append(errs, fmt.Errorf("max_series_per_model must not be negative, got %d", c.MaxSeriesPerModel))
+	}
+	if c.MaxSeriesPerService < 0 {
+		errs = append(errs, fmt.Errorf("max_series_per_service must not be negative, got %d", c.MaxSeriesPerService))
+	}
+	return errs
+}
+
+// validateIdentity checks resource_metrics_key_attributes.
+func (c *Config) validateIdentity() error {
+	seen := make(map[string]bool, len(c.ResourceMetricsKeyAttributes))
+	for i, k := range c.ResourceMetricsKeyAttributes {
+		switch {
+		case k == "":
+			return fmt.Errorf("resource_metrics_key_attributes[%d] must not be empty", i)
+		case seen[k]:
+			return fmt.Errorf("resource_metrics_key_attributes: %q is listed twice", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
 func knownMetric(name string) bool {
 	if aggregate.IsExponential(name) {
 		return true

@@ -4,25 +4,8 @@
 package inferencemetricsconnector // import "github.com/inferprof/inferprof/connector/inferencemetricsconnector"
 
 import (
-	"fmt"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
-
-// validateIdentity checks resource_metrics_key_attributes.
-func (c *Config) validateIdentity() error {
-	seen := make(map[string]bool, len(c.ResourceMetricsKeyAttributes))
-	for i, k := range c.ResourceMetricsKeyAttributes {
-		switch {
-		case k == "":
-			return fmt.Errorf("resource_metrics_key_attributes[%d] must not be empty", i)
-		case seen[k]:
-			return fmt.Errorf("resource_metrics_key_attributes: %q is listed twice", k)
-		}
-		seen[k] = true
-	}
-	return nil
-}
 
 // identity returns the resource a span's series belong to: the whole
 // resource when no key attributes are configured, else only those of its

@@ -6,6 +6,8 @@ package inferencemetricsconnector // import "github.com/inferprof/inferprof/conn
 import (
 	"strings"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
 // maxLabelBytes caps a span attribute value that becomes a series
@@ -34,4 +36,11 @@ func labelValue(s string) (v string, changed bool) {
 		b.WriteRune(r)
 	}
 	return b.String(), true
+}
+
+// putNonEmpty leaves an empty value out: a series has no attribute for it.
+func putNonEmpty(m pcommon.Map, k, v string) {
+	if v != "" {
+		m.PutStr(k, v)
+	}
 }

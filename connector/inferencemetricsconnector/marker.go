@@ -95,10 +95,10 @@ func (c *metricsConnector) openMarker(ctx context.Context, host component.Host) 
 				zap.Duration("metrics_flush_interval", c.cfg.MetricsFlushInterval))
 		}
 	}
-	c.marker = client
+	c.markerClient = client
 	c.markerOpened = c.clock.Now()
 	if err := c.writeMarker(ctx, 0); err != nil {
-		c.marker = nil
+		c.markerClient = nil
 		_ = client.Close(ctx)
 		return err
 	}
@@ -108,10 +108,10 @@ func (c *metricsConnector) openMarker(ctx context.Context, host component.Host) 
 // writeMarker records spans for the open window. Only the flush goroutine
 // calls it (and Start and Shutdown, when that goroutine is not running).
 func (c *metricsConnector) writeMarker(ctx context.Context, spans uint64) error {
-	if c.marker == nil {
+	if c.markerClient == nil {
 		return nil
 	}
-	if err := c.marker.Set(ctx, markerKey, marker{spans: spans, opened: c.markerOpened}.encode()); err != nil {
+	if err := c.markerClient.Set(ctx, markerKey, marker{spans: spans, opened: c.markerOpened}.encode()); err != nil {
 		return fmt.Errorf("storage: writing the window marker: %w", err)
 	}
 	c.markerSpans.Store(int64(spans))
@@ -138,7 +138,7 @@ func (c *metricsConnector) windowFlushed(ctx context.Context, taken uint64) {
 	c.windowSpans -= taken
 	left := c.windowSpans
 	c.mu.Unlock()
-	if c.marker == nil {
+	if c.markerClient == nil {
 		return
 	}
 	c.markerOpened = c.clock.Now()
@@ -159,11 +159,11 @@ func (c *metricsConnector) logMarkerError(err error) {
 }
 
 func (c *metricsConnector) closeMarker(ctx context.Context) {
-	if c.marker == nil {
+	if c.markerClient == nil {
 		return
 	}
-	if err := c.marker.Close(ctx); err != nil {
+	if err := c.markerClient.Close(ctx); err != nil {
 		c.logger.Warn("inference_metrics: closing storage", zap.Error(err))
 	}
-	c.marker = nil
+	c.markerClient = nil
 }

@@ -99,7 +99,7 @@ func (r *run) tick(t *testing.T, d time.Duration, want int64) {
 func (r *run) kill(host storageHost) {
 	r.c.cancel()
 	r.c.wg.Wait()
-	_ = r.c.marker.Close(context.Background())
+	_ = r.c.markerClient.Close(context.Background())
 	r.c.telemetry.Shutdown()
 	_ = host.ext.Shutdown(context.Background())
 }

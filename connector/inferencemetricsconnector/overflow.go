@@ -4,7 +4,6 @@
 package inferencemetricsconnector // import "github.com/inferprof/inferprof/connector/inferencemetricsconnector"
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
@@ -26,17 +25,6 @@ const (
 
 // overflowEvery is how often a continuing overflow is logged again.
 const overflowEvery = time.Minute
-
-func (c *Config) validateLimits() []error {
-	var errs []error
-	if c.MaxSeriesPerModel < 0 {
-		errs = append(errs, fmt.Errorf("max_series_per_model must not be negative, got %d", c.MaxSeriesPerModel))
-	}
-	if c.MaxSeriesPerService < 0 {
-		errs = append(errs, fmt.Errorf("max_series_per_service must not be negative, got %d", c.MaxSeriesPerService))
-	}
-	return errs
-}
 
 // overflowLog says at warn that spans went into the overflow series: the
 // first time at once, then at most once per overflowEvery with the count

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -202,5 +201,3 @@ func (l *lifecycle) Shutdown(ctx context.Context) error {
 	errs = append(errs, l.sc.Shutdown(ctx))
 	return errors.Join(errs...)
 }
-
-func trimSlash(s string) string { return strings.TrimRight(s, "/") }

@@ -66,6 +66,9 @@ func newUploader(cfg *Config, set exporter.Settings, tb *metadata.TelemetryBuild
 	}
 }
 
+// trimSlash drops an endpoint's trailing slashes: the paths carry their own.
+func trimSlash(s string) string { return strings.TrimRight(s, "/") }
+
 // start builds the client; confighttp needs the host's extensions for
 // auth and middlewares.
 func (u *uploader) start(ctx context.Context, host component.Host) error {

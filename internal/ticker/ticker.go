@@ -14,6 +14,20 @@ import (
 	"time"
 )
 
+// Period is how often held spans are checked against their waits: a few
+// times per wait, so a held span is late by a quarter of its wait at most,
+// and at least once a second. A wait of 0 or less holds nothing and is
+// passed over.
+func Period(waits ...time.Duration) time.Duration {
+	tick := time.Second
+	for _, w := range waits {
+		if w > 0 {
+			tick = min(tick, max(w/4, time.Millisecond))
+		}
+	}
+	return tick
+}
+
 // Loop runs one function on a period. The zero value is ready; Stop is safe
 // without Start, and more than once.
 type Loop struct {

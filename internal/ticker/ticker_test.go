@@ -55,3 +55,22 @@ func TestStopWaitsForARunningCall(t *testing.T) {
 	l.Stop()
 	assert.True(t, done.Load(), "Stop returned before the call in progress did")
 }
+
+func TestPeriodIsAQuarterOfTheShortestWait(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		waits []time.Duration
+		want  time.Duration
+	}{
+		{"no waits", nil, time.Second},
+		{"only unset waits", []time.Duration{0, -time.Second}, time.Second},
+		{"a long wait keeps the second", []time.Duration{10 * time.Second}, time.Second},
+		{"a quarter of the wait", []time.Duration{2 * time.Second}, 500 * time.Millisecond},
+		{"the shortest wait set wins", []time.Duration{0, 2 * time.Second, 400 * time.Millisecond}, 100 * time.Millisecond},
+		{"at least a millisecond", []time.Duration{time.Microsecond}, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, Period(tc.waits...))
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
+	"github.com/inferprof/inferprof/internal/ticker"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/agent"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/cost"
 	"github.com/inferprof/inferprof/processor/agentrunprocessor/internal/metadata"
@@ -34,7 +35,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*a
 		now:            time.Now,
 		warn:           loglimit.New(warnEvery),
 		incompleteOpts: reasonOpts(incompleteReasons),
-		tick:           tickFor(cfg),
+		tick:           ticker.Period(cfg.Agents.Wait, cfg.Agents.EngineWait),
 	}
 	p.pricer = newPricer(cfg)
 	if cfg.Agents.Enabled {
@@ -78,19 +79,6 @@ func newPricer(cfg *Config) *cost.Pricer {
 		set.GPUs[gpu] = cost.GPUPrice{Hour: *gc.Price, Currency: gc.Currency}
 	}
 	return cost.New(set)
-}
-
-// tickFor is how often held spans are checked: a few times per wait, so a
-// held span is late by a quarter of its wait at most, and at least once a
-// second.
-func tickFor(cfg *Config) time.Duration {
-	tick := time.Second
-	for _, w := range []time.Duration{cfg.Agents.Wait, cfg.Agents.EngineWait} {
-		if w > 0 {
-			tick = min(tick, max(w/4, time.Millisecond))
-		}
-	}
-	return tick
 }
 
 func (p *agentRunProcessor) start(context.Context, component.Host) error {

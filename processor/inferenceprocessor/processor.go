@@ -18,6 +18,7 @@ import (
 	"github.com/inferprof/inferprof/internal/loglimit"
 	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/spanbatch"
+	"github.com/inferprof/inferprof/internal/ticker"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/join"
 	"github.com/inferprof/inferprof/processor/inferenceprocessor/internal/metadata"
 )
@@ -52,7 +53,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		p.anomalyOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))}
 	}
 	p.settings.Prepare()
-	p.tick = tickFor(cfg)
+	p.tick = ticker.Period(cfg.SGLangJoin.Wait)
 	if cfg.SGLangJoin.Wait > 0 {
 		p.join = join.New(join.Settings{
 			Wait: cfg.SGLangJoin.Wait, StageTTL: cfg.SGLangJoin.StageTTL, MaxEntries: cfg.SGLangJoin.MaxPending,
@@ -66,17 +67,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*i
 		}
 	}
 	return p, nil
-}
-
-// tickFor is how often held spans are checked: a few times per wait, so a
-// held span is late by a quarter of its wait at most, and at least once a
-// second.
-func tickFor(cfg *Config) time.Duration {
-	tick := time.Second
-	if w := cfg.SGLangJoin.Wait; w > 0 {
-		tick = min(tick, max(w/4, time.Millisecond))
-	}
-	return tick
 }
 
 func (p *inferenceProcessor) start(context.Context, component.Host) error {
