@@ -336,6 +336,21 @@ func TestRequestDurationFallsBackToSpan(t *testing.T) {
 	assert.InDelta(t, 1.5, histPoints(t, md, names.MetricRequestDuration)[""].Sum(), 1e-9)
 }
 
+// The inference processor's phase spans are skipped, by name and marker:
+// a caller's span of the same name without the marker that carries request
+// figures is still a request.
+func TestPhaseSpansAreNotRequests(t *testing.T) {
+	h := newHarness(t, nil)
+	td, spans := batch(vllmResource)
+	h.addSpan(spans, names.SpanPhaseQueue, time.Second, map[string]any{names.AttrTimeToFirstToken: 0.2, names.AttrSynthetic: true})
+	h.addSpan(spans, names.SpanPhaseQueue, time.Second, map[string]any{names.AttrTimeToFirstToken: 0.3})
+	require.NoError(t, h.c.ConsumeTraces(t.Context(), td))
+	md := h.flush(t, time.Second)
+	ttft := histPoints(t, md, names.MetricTimeToFirstToken)[""]
+	assert.Equal(t, uint64(1), ttft.Count())
+	assert.InDelta(t, 0.3, ttft.Sum(), 1e-9)
+}
+
 func TestStepMetrics(t *testing.T) {
 	h := newHarness(t, nil)
 	td, spans := batch(map[string]any{"service.name": "vllm-server", names.ResourceEngineName: "vllm", names.ResourceProcessPID: 42})

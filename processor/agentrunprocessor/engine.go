@@ -49,23 +49,6 @@ func intOf(v pcommon.Value) (int64, bool) {
 	return v.Int(), true
 }
 
-// isSyntheticPhase reports whether span is one of the phase spans the
-// inference processor drew under a request span.
-func isSyntheticPhase(span ptrace.Span) bool {
-	return isPhaseName(span.Name()) && isSynthetic(span)
-}
-
-// isPhaseName is the inlined first test: comparisons with short constants,
-// so a span of another name costs no call.
-func isPhaseName(name string) bool {
-	return name == names.SpanPhaseQueue || name == names.SpanPhasePrefill || name == names.SpanPhaseDecode
-}
-
-func isSynthetic(span ptrace.Span) bool {
-	v, ok := span.Attributes().Get(names.AttrSynthetic)
-	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
-}
-
 // enginePhase maps the engine-written phase span names (vLLM's proposed
 // request lifecycle tracing, which the inference processor draws no second
 // copy of) to their phase.
@@ -99,7 +82,7 @@ func (x *phaseIndex) build(spans ptrace.SpanSlice) {
 		s := spans.At(i)
 		which, ok := enginePhase[s.Name()]
 		if !ok {
-			if !isSyntheticPhase(s) {
+			if !request.IsSyntheticPhase(s) {
 				continue
 			}
 			which = s.Name()[0] // queue, prefill, decode

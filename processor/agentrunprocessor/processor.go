@@ -183,7 +183,7 @@ func (p *agentRunProcessor) nextSpan(spans ptrace.SpanSlice, k int) int {
 		// skipped by name, then marker, before Classify's look-ups
 		// (callgrind: 1,800 instructions per request span with phase spans
 		// on, when they were classified).
-		if isPhaseName(name) && isSynthetic(span) {
+		if request.IsSyntheticPhase(span) {
 			continue
 		}
 		return k
