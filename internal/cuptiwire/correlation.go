@@ -8,17 +8,6 @@ import (
 	"fmt"
 )
 
-// Frames of issue 13: who the process is (its engine instance and parent),
-// which GPU each CUDA ordinal is, and the kernel and graph launches the
-// library's callbacks saw, so the collector can tie kernels to the engine
-// step that launched them. Older readers do not know these types; a reader
-// that does skips bytes past the fields it knows, as for stats and clock.
-const (
-	FrameTypeIdentity FrameType = 8  // the process's service.instance.id, service.name and parent pid
-	FrameTypeDevice   FrameType = 9  // a CUDA ordinal's GPU UUID
-	FrameTypeLaunches FrameType = 10 // kernel and graph launches, by correlation id
-)
-
 // Sizes of the correlation frames.
 const (
 	identityFixedLen = 4 + 4 + 1 // ppid, flags, instance id length
@@ -140,38 +129,6 @@ type CorrelationHandler interface {
 	Identity(id Identity) error
 	Device(d Device) error
 	Launches(ls []Launch) error
-}
-
-// launches decodes a launches payload: a u16 record size, a u16 reserved,
-// then records of that size whose first 24 bytes are Launch's fields.
-func (d *Decoder) launches(p []byte) error {
-	if len(p) < records2Pre {
-		return fmt.Errorf("launches of %d bytes: %w", len(p), ErrBadPayload)
-	}
-	size := int(binary.LittleEndian.Uint16(p))
-	if size < minLaunchSize || size > MaxRecordSize || size%8 != 0 {
-		return fmt.Errorf("launch record size %d: %w", size, ErrBadPayload)
-	}
-	p = p[records2Pre:]
-	if len(p)%size != 0 {
-		return fmt.Errorf("launches payload of %d bytes is not a multiple of %d: %w", len(p), size, ErrBadPayload)
-	}
-	n := len(p) / size
-	if cap(d.launchBuf) < n {
-		d.launchBuf = make([]Launch, n)
-	}
-	ls := d.launchBuf[:n]
-	for i := range ls {
-		l := ParseLaunch(p[i*size:])
-		if l.Kind < LaunchKindKernel || l.Kind > LaunchKindMark {
-			return fmt.Errorf("launch %d kind %d: %w", i, l.Kind, ErrUnknownRecord)
-		}
-		ls[i] = l
-	}
-	if d.ch == nil {
-		return nil
-	}
-	return d.ch.Launches(ls)
 }
 
 // AppendIdentity appends a whole identity frame; strings past 255 bytes are cut.

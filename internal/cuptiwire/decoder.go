@@ -210,3 +210,35 @@ func (d *Decoder) records(p []byte, size int) error {
 	}
 	return d.h.Records(recs)
 }
+
+// launches decodes a launches payload: a u16 record size, a u16 reserved,
+// then records of that size whose first 24 bytes are Launch's fields.
+func (d *Decoder) launches(p []byte) error {
+	if len(p) < records2Pre {
+		return fmt.Errorf("launches of %d bytes: %w", len(p), ErrBadPayload)
+	}
+	size := int(binary.LittleEndian.Uint16(p))
+	if size < minLaunchSize || size > MaxRecordSize || size%8 != 0 {
+		return fmt.Errorf("launch record size %d: %w", size, ErrBadPayload)
+	}
+	p = p[records2Pre:]
+	if len(p)%size != 0 {
+		return fmt.Errorf("launches payload of %d bytes is not a multiple of %d: %w", len(p), size, ErrBadPayload)
+	}
+	n := len(p) / size
+	if cap(d.launchBuf) < n {
+		d.launchBuf = make([]Launch, n)
+	}
+	ls := d.launchBuf[:n]
+	for i := range ls {
+		l := ParseLaunch(p[i*size:])
+		if l.Kind < LaunchKindKernel || l.Kind > LaunchKindMark {
+			return fmt.Errorf("launch %d kind %d: %w", i, l.Kind, ErrUnknownRecord)
+		}
+		ls[i] = l
+	}
+	if d.ch == nil {
+		return nil
+	}
+	return d.ch.Launches(ls)
+}

@@ -8,12 +8,6 @@ import (
 	"fmt"
 )
 
-// FrameTypeGraph carries the structural signature of an instantiated CUDA
-// graph, so graph records (kind 5) can be summed per graph structure, as
-// Graphsignal's cuda_graphs_nanoseconds profile is. The library sends it
-// before the first graph record that uses its ids on each connection.
-const FrameTypeGraph FrameType = 11
-
 // GraphFlagNamesMissing says some kernel node had no name in the
 // signature (a driver without cuFuncGetName), so structurally different
 // graphs may share it.

@@ -53,6 +53,23 @@ const (
 	FrameTypeClock    FrameType = 7 // the CUPTI-to-Unix clock offset and its error
 )
 
+// Frames of issue 13: who the process is (its engine instance and parent),
+// which GPU each CUDA ordinal is, and the kernel and graph launches the
+// library's callbacks saw, so the collector can tie kernels to the engine
+// step that launched them. Older readers do not know these types; a reader
+// that does skips bytes past the fields it knows, as for stats and clock.
+const (
+	FrameTypeIdentity FrameType = 8  // the process's service.instance.id, service.name and parent pid
+	FrameTypeDevice   FrameType = 9  // a CUDA ordinal's GPU UUID
+	FrameTypeLaunches FrameType = 10 // kernel and graph launches, by correlation id
+)
+
+// FrameTypeGraph carries the structural signature of an instantiated CUDA
+// graph, so graph records (kind 5) can be summed per graph structure, as
+// Graphsignal's cuda_graphs_nanoseconds profile is. The library sends it
+// before the first graph record that uses its ids on each connection.
+const FrameTypeGraph FrameType = 11
+
 // Hello flags say how the library records.
 const (
 	HelloGraphMode   uint32 = 1 << 0 // kernels inside CUDA graphs come as whole-graph records only
@@ -68,22 +85,6 @@ const (
 	LiveDisplaced uint32 = 1 << 1 // launches continue but no buffer reaches the library
 	LiveDutyOff   uint32 = 1 << 2 // in the off part of the duty cycle
 )
-
-// RecordKind says what activity a record describes.
-type RecordKind uint8
-
-// Record kinds.
-const (
-	RecordKindKernel RecordKind = 1
-	RecordKindMemcpy RecordKind = 2
-	RecordKindMemset RecordKind = 3
-	RecordKindSync   RecordKind = 4
-	RecordKindGraph  RecordKind = 5
-)
-
-// DeviceUnknown is the device of a record whose device the library could not
-// tell (a synchronization on a context it has not yet seen a kernel on).
-const DeviceUnknown uint16 = 0xFFFF
 
 // Errors the decoder returns. Each one means the stream can no longer be
 // trusted, so the receiver drops the connection.
@@ -267,39 +268,6 @@ func ParseClock(p []byte) (Clock, error) {
 	}, nil
 }
 
-// Record is one activity: a kernel, memcpy, memset, synchronization or graph
-// launch. Times are Unix nanoseconds.
-type Record struct {
-	Kind        RecordKind
-	Sub         uint8 // memcpy kind, memset memory kind or sync type, CUPTI's numbering
-	Device      uint16
-	Stream      uint32
-	Start       uint64
-	End         uint64
-	Name        uint32 // string id of the kernel name; 0 for other kinds
-	Correlation uint32
-	Bytes       uint64
-	GraphID     uint32
-	GraphNode   uint64 // CUDA graph node id; 0 if none or from a version-1 record
-}
-
-// ParseRecord decodes one 48-byte record without checking it.
-func ParseRecord(b []byte) Record {
-	_ = b[RecordSize-1]
-	return Record{
-		Kind:        RecordKind(b[0]),
-		Sub:         b[1],
-		Device:      binary.LittleEndian.Uint16(b[2:]),
-		Stream:      binary.LittleEndian.Uint32(b[4:]),
-		Start:       binary.LittleEndian.Uint64(b[8:]),
-		End:         binary.LittleEndian.Uint64(b[16:]),
-		Name:        binary.LittleEndian.Uint32(b[24:]),
-		Correlation: binary.LittleEndian.Uint32(b[28:]),
-		Bytes:       binary.LittleEndian.Uint64(b[32:]),
-		GraphID:     binary.LittleEndian.Uint32(b[40:]),
-	}
-}
-
 // AppendHeader appends a frame header.
 func AppendHeader(dst []byte, t FrameType, length int) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, Magic)
@@ -371,39 +339,4 @@ func AppendClock(dst []byte, c Clock) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(c.OffsetNS))
 	dst = binary.LittleEndian.AppendUint64(dst, c.ErrorNS)
 	return binary.LittleEndian.AppendUint64(dst, c.SampledUnixNS)
-}
-
-// AppendRecords2 appends one sized records frame (type 5) holding recs.
-func AppendRecords2(dst []byte, recs []Record) []byte {
-	dst = AppendHeader(dst, FrameTypeRecords2, records2Pre+len(recs)*Record2Size)
-	dst = binary.LittleEndian.AppendUint16(dst, Record2Size)
-	dst = binary.LittleEndian.AppendUint16(dst, 0)
-	for i := range recs {
-		dst = AppendRecord(dst, &recs[i])
-		dst = binary.LittleEndian.AppendUint64(dst, recs[i].GraphNode)
-	}
-	return dst
-}
-
-// AppendRecords appends one version-1 records frame holding recs.
-func AppendRecords(dst []byte, recs []Record) []byte {
-	dst = AppendHeader(dst, FrameTypeRecords, len(recs)*RecordSize)
-	for i := range recs {
-		dst = AppendRecord(dst, &recs[i])
-	}
-	return dst
-}
-
-// AppendRecord appends one 48-byte record (no frame header).
-func AppendRecord(dst []byte, r *Record) []byte {
-	dst = append(dst, byte(r.Kind), r.Sub)
-	dst = binary.LittleEndian.AppendUint16(dst, r.Device)
-	dst = binary.LittleEndian.AppendUint32(dst, r.Stream)
-	dst = binary.LittleEndian.AppendUint64(dst, r.Start)
-	dst = binary.LittleEndian.AppendUint64(dst, r.End)
-	dst = binary.LittleEndian.AppendUint32(dst, r.Name)
-	dst = binary.LittleEndian.AppendUint32(dst, r.Correlation)
-	dst = binary.LittleEndian.AppendUint64(dst, r.Bytes)
-	dst = binary.LittleEndian.AppendUint32(dst, r.GraphID)
-	return binary.LittleEndian.AppendUint32(dst, 0)
 }

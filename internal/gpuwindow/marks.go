@@ -40,32 +40,6 @@ type MarkInfo struct {
 	ScheduledTokens uint32
 }
 
-type procKey struct {
-	host string
-	pid  uint32
-}
-
-// markProc is what the window keeps of one worker's marks.
-type markProc struct {
-	key        procKey
-	ppid       uint32
-	instance   string
-	active     bool
-	wins       []markWin // by start; one process's marks come in order
-	maxEnd     int64
-	maxSeq     uint64
-	used       uint64 // w.seq when it last got a mark
-	mismatched uint64
-}
-
-type markWin struct {
-	start, end int64
-	tid        uint32
-	seq        uint64
-	tokens     uint32
-	final      bool
-}
-
 // Mark hands the window a worker's launch mark, at now.
 func (w *Window) Mark(m MarkInfo, now time.Time) {
 	w.mu.Lock()
@@ -111,71 +85,6 @@ func (w *Window) Mark(m MarkInfo, now time.Time) {
 			w.retryKernelsLocked(s, now)
 		}
 	}
-}
-
-// serves reports whether a CUPTI source of this process is the marks'
-// process: same parent and, when both know one, the same instance.
-func (mp *markProc) serves(info SourceInfo) bool {
-	return info.PPID == mp.ppid && (mp.instance == "" || info.Instance == "" || info.Instance == mp.instance)
-}
-
-// find returns the mark window that holds a launch at t on thread tid.
-func (mp *markProc) find(t int64, tid uint32) *markWin {
-	i, _ := slices.BinarySearchFunc(mp.wins, t, func(mw markWin, t int64) int {
-		if mw.start <= t {
-			return -1
-		}
-		return 1
-	})
-	// One thread's calls never overlap: the window that starts last at or
-	// before t is the only candidate of its thread.
-	for i--; i >= 0; i-- {
-		mw := &mp.wins[i]
-		if t > mw.end {
-			return nil
-		}
-		if mw.tid == 0 || tid == 0 || mw.tid == tid {
-			return mw
-		}
-	}
-	return nil
-}
-
-// firstStart is when the worker began launching batch seq.
-func (mp *markProc) firstStart(seq uint64) int64 {
-	first := int64(0)
-	for i := len(mp.wins) - 1; i >= 0; i-- {
-		if mw := &mp.wins[i]; mw.seq == seq && (first == 0 || mw.start < first) {
-			first = mw.start
-		}
-	}
-	return first
-}
-
-// end is the end of the worker's last window of batch seq so far.
-func (mp *markProc) end(seq uint64) int64 {
-	end := int64(0)
-	for i := len(mp.wins) - 1; i >= 0; i-- {
-		if mw := &mp.wins[i]; mw.seq == seq {
-			end = max(end, mw.end)
-		}
-	}
-	return end
-}
-
-// done reports whether no more marks of batch seq will come: its final
-// mark arrived, or a mark of a later batch (one process's marks come in
-// order, so a lost final mark does not hold the step).
-func (mp *markProc) done(seq uint64) bool {
-	if mp.maxSeq > seq {
-		return true
-	}
-	for i := len(mp.wins) - 1; i >= 0; i-- {
-		if mw := &mp.wins[i]; mw.seq == seq && mw.final {
-			return true
-		}
-	}
-	return false
 }
 
 // trimMarksLocked forgets the marks of e's workers for batches before every

@@ -16,37 +16,6 @@ type Source struct {
 	s *source
 }
 
-type source struct {
-	slot      uint32
-	info      SourceInfo
-	res       Resolver
-	sampled   bool
-	eng       *engine
-	runs      []run // by correlation id
-	lastRun   int   // the run the last lookup hit
-	maxCorr   uint32
-	watermark int64 // every launch before it has arrived
-	pendL     []cuptiwire.Launch
-	heldLo    uint32 // lowest and highest correlation id among pendL (and
-	heldHi    uint32 // the held launches being placed again)
-	pendK     []pendingKernel
-	devs      [64]uint64 // device ordinal → latest kernel end seen; ordinals past 63 share the last
-	lastStep  uint64     // seq of the latest step it added kernels to
-	mp        *markProc  // the launch marks of its process, nil when it sends none
-	closed    bool
-	counts    Counts
-}
-
-// Counts are one source's records that did not end in a step, since it
-// opened, for its receiver's telemetry.
-type Counts struct {
-	KernelsOutside   uint64 // launched outside every step, or by another thread
-	KernelsUnmatched uint64 // no launch record carried their correlation id
-	KernelsLate      uint64 // their step was already final
-	KernelsDropped   uint64 // the pending queue was full
-	LaunchesDropped  uint64
-}
-
 // Counts returns the source's counts.
 func (src *Source) Counts() Counts {
 	if src == nil {
@@ -55,22 +24,6 @@ func (src *Source) Counts() Counts {
 	src.w.mu.Lock()
 	defer src.w.mu.Unlock()
 	return src.s.counts
-}
-
-// run is a range of correlation ids launched in one step (st), or outside
-// every step (st nil). link outlives the step, for kernel spans.
-type run struct {
-	lo, hi  uint32
-	st      *step
-	from    int64 // the step's first launch on this source, for idle_before
-	link    Link
-	hasLink bool
-}
-
-type pendingKernel struct {
-	Kernel
-	prevEnd uint64
-	at      time.Time
 }
 
 // OpenSource registers a CUPTI stream. res names its kernel series. It
@@ -108,11 +61,6 @@ func (src *Source) Close() {
 	defer w.mu.Unlock()
 	src.s.closed = true
 	src.s.pendL, src.s.pendK = nil, nil
-}
-
-func (s *source) serves(k EngineKey) bool {
-	return k.Host == s.info.Host && (k.PID == s.info.PID || k.PID == s.info.PPID) &&
-		(k.Instance == "" || s.info.Instance == "" || k.Instance == s.info.Instance)
 }
 
 // attachAnyLocked attaches s to the engine it serves, preferring the one
@@ -229,89 +177,6 @@ func (w *Window) placeLocked(s *source, l cuptiwire.Launch) {
 		st.nPlain++
 	}
 	s.addRun(l.Correlation, st, from)
-}
-
-// marked reports whether s's launches are matched by its launch marks: its
-// process sends them and e's steps carry batch numbers.
-func (s *source) marked(e *engine) bool {
-	return s.mp != nil && s.mp.active && e.maxSeq > 0
-}
-
-// stepEnd is when st's launches on s end, and false while a worker's marks
-// may still add to them.
-func (s *source) stepEnd(st *step) (int64, bool) {
-	switch {
-	case s.info.PID == st.eng.key.PID:
-		return st.end, true
-	case s.marked(st.eng) && st.info.Batch != 0:
-		return s.mp.end(st.info.Batch), s.mp.done(st.info.Batch)
-	default:
-		return st.info.LaunchEnd, true
-	}
-}
-
-func (s *source) addRun(corr uint32, st *step, from int64) {
-	n := len(s.runs)
-	if n > 0 && corr > s.runs[n-1].hi {
-		// A run may not grow over a launch that is still held: under async
-		// scheduling the next batch's launch waits for its step while this
-		// batch's later launches are placed.
-		last := &s.runs[n-1]
-		spansHeld := s.heldHi != 0 && last.hi < s.heldHi && s.heldLo < corr
-		if last.st == st && last.from == from && (st == nil || !st.done) && !spansHeld {
-			last.hi = corr
-			return
-		}
-	}
-	r := run{lo: corr, hi: corr, st: st, from: from}
-	if st != nil {
-		r.link, r.hasLink = st.info.Link, true
-	}
-	if n == 0 || corr > s.runs[n-1].hi {
-		s.runs = append(s.runs, r)
-		return
-	}
-	// A launch that overtook another on the way (two threads): keep order.
-	i, _ := slices.BinarySearchFunc(s.runs, corr, func(r run, c uint32) int {
-		switch {
-		case r.hi < c:
-			return -1
-		case r.lo > c:
-			return 1
-		}
-		return 0
-	})
-	s.runs = slices.Insert(s.runs, i, r)
-	s.lastRun = 0
-}
-
-// findRun returns the run holding corr, or nil.
-func (s *source) findRun(corr uint32) *run {
-	if s.lastRun < len(s.runs) {
-		if r := &s.runs[s.lastRun]; r.lo <= corr && corr <= r.hi {
-			return r
-		}
-		if s.lastRun+1 < len(s.runs) {
-			if r := &s.runs[s.lastRun+1]; r.lo <= corr && corr <= r.hi {
-				s.lastRun++
-				return r
-			}
-		}
-	}
-	i, found := slices.BinarySearchFunc(s.runs, corr, func(r run, c uint32) int {
-		switch {
-		case r.hi < c:
-			return -1
-		case r.lo > c:
-			return 1
-		}
-		return 0
-	})
-	if !found {
-		return nil
-	}
-	s.lastRun = i
-	return &s.runs[i]
 }
 
 // placePendingLocked places the held launches that a newly known step may

@@ -152,3 +152,39 @@ func (in *instance) tokensWithin(t *track, arrival, finish int64) int {
 	}
 	return n
 }
+
+func (g *RequestGPU) add(st *stepRec, tokens int64) {
+	switch {
+	case st.gpuPending:
+		g.Pending++
+		return
+	case st.gpu == nil:
+		return
+	}
+	if st.gpu.Missing != "" {
+		g.Missing++
+		if g.MissingReason == "" {
+			g.MissingReason = st.gpu.Missing
+		}
+	}
+	if !st.gpu.Known {
+		return
+	}
+	if st.gpu.Missing == "" {
+		g.Steps++
+	}
+	g.CPUOverheadNS += st.gpu.IdleNS
+	if st.tokens <= 0 || st.gpu.KernelNS == 0 {
+		return
+	}
+	share := float64(tokens) / float64(st.tokens)
+	g.TimeNS += share * float64(st.gpu.KernelNS)
+	for _, c := range st.gpu.Categories {
+		i := slices.IndexFunc(g.Categories, func(rc RequestCategory) bool { return rc.Category == c.Category })
+		if i < 0 {
+			g.Categories = append(g.Categories, RequestCategory{Category: c.Category})
+			i = len(g.Categories) - 1
+		}
+		g.Categories[i].NS += share * float64(c.NS)
+	}
+}
