@@ -16,13 +16,10 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // SDKOptions says how a test's OpenTelemetry Go SDK client sends: the way
@@ -94,68 +91,6 @@ func (e *exportErrors) count() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.sent
-}
-
-type spanExporter struct {
-	sdktrace.SpanExporter
-	errs *exportErrors
-}
-
-func (s spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := s.SpanExporter.ExportSpans(ctx, spans)
-	s.errs.record(len(spans), err)
-	return err
-}
-
-// NewSDKTracer returns a tracer on the Go SDK's BatchSpanProcessor and its
-// OTLP exporter (otlptracegrpc or otlptracehttp). The processor exports
-// only on Flush or when a batch is full, and blocks rather than drops when
-// its queue is full, so a test knows what each export held.
-func NewSDKTracer(tb testing.TB, o SDKOptions) *Tracer {
-	tb.Helper()
-	ctx := context.Background()
-	var exp sdktrace.SpanExporter
-	var err error
-	if o.HTTP {
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(o.Endpoint), otlptracehttp.WithInsecure()}
-		if o.Gzip {
-			opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
-		}
-		exp, err = otlptracehttp.New(ctx, opts...)
-	} else {
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(o.Endpoint), otlptracegrpc.WithInsecure()}
-		if o.Gzip {
-			opts = append(opts, otlptracegrpc.WithCompressor("gzip"))
-		}
-		exp, err = otlptracegrpc.New(ctx, opts...)
-	}
-	require.NoError(tb, err)
-	errs := &exportErrors{}
-	bsp := sdktrace.NewBatchSpanProcessor(spanExporter{exp, errs},
-		sdktrace.WithMaxExportBatchSize(o.batch()), sdktrace.WithMaxQueueSize(4*o.batch()),
-		sdktrace.WithBatchTimeout(time.Hour), sdktrace.WithBlocking())
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(bsp), sdktrace.WithResource(o.resource(tb)))
-	tb.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return &Tracer{tp: tp, errs: errs}
-}
-
-// FlushErr exports everything recorded so far and returns every export
-// error since the last call (nil: the collector accepted each export).
-func (t *Tracer) FlushErr(ctx context.Context) error {
-	err := t.tp.ForceFlush(ctx)
-	if t.errs != nil {
-		err = errors.Join(err, t.errs.take())
-	}
-	return err
-}
-
-// Exported is how many spans the collector has accepted from this tracer
-// (NewSDKTracer only).
-func (t *Tracer) Exported() int {
-	if t.errs == nil {
-		return 0
-	}
-	return t.errs.count()
 }
 
 // Logger sends log records with the Go SDK's BatchProcessor and its OTLP

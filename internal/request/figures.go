@@ -40,6 +40,16 @@ type Figures struct {
 	Phases Phases
 }
 
+// Queue is a queue time taken from SGLang's stage spans, if known: the
+// prefill_waiting stage for a unified or PD-prefill root, decode_waiting for
+// a PD-decode root (see join).
+type Queue struct {
+	Seconds float64
+	Known   bool
+	// Start is where the stage began, 0 when unknown.
+	Start pcommon.Timestamp
+}
+
 // Phase is one synthetic phase span's place on the timeline.
 type Phase struct {
 	Start, End pcommon.Timestamp

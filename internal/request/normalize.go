@@ -9,7 +9,6 @@
 package request // import "github.com/inferprof/inferprof/internal/request"
 
 import (
-	"math"
 	"sort"
 	"strings"
 
@@ -42,28 +41,6 @@ func Processed(attrs pcommon.Map) bool {
 		return !found
 	})
 	return found
-}
-
-// Settings are the inputs that come from configuration.
-type Settings struct {
-	ModelResourceAttributes []string
-	DefaultModel            string
-	LoRAAttributes          []string
-	OperationName           string
-	// PhaseSpans: place the phases in Result.Phases (phase_spans).
-	PhaseSpans bool
-
-	// Set by Prepare.
-	lora     loraKeys
-	prepared bool
-}
-
-// Prepare works out once what Normalize would otherwise work out for every
-// span from LoRAAttributes. Call it after setting the fields, before
-// Normalize; without it Normalize works it out each time.
-func (s *Settings) Prepare() {
-	s.lora = loraKeysOf(s.LoRAAttributes)
-	s.prepared = true
 }
 
 // Scratch is Normalize's working memory. A caller that normalizes many spans
@@ -315,12 +292,6 @@ func Normalize(kind Kind, span ptrace.Span, res *Resource, set *Settings, q Queu
 		r.Anomalies = n.anomalies
 	}
 	return r
-}
-
-// tolerance is how far apart two clocks' figures may be before it is an
-// anomaly rather than skew: 1 ms or 1 %, whichever is larger.
-func tolerance(total float64) float64 {
-	return math.Max(0.001, 0.01*total)
 }
 
 func bottleneck(queue, prefill, decode float64, other figure) string {

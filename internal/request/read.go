@@ -229,6 +229,12 @@ func checkNumber(f float64) string {
 	return ""
 }
 
+// tolerance is how far apart two clocks' figures may be before it is an
+// anomaly rather than skew: 1 ms or 1 %, whichever is larger.
+func tolerance(total float64) float64 {
+	return math.Max(0.001, 0.01*total)
+}
+
 // spanSeconds is the span's own duration, for engines that write no e2e
 // figure in some cases; not ok when the span's clock is broken.
 func spanSeconds(span ptrace.Span) figure {

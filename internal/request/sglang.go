@@ -4,19 +4,8 @@
 package request // import "github.com/inferprof/inferprof/internal/request"
 
 import (
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
-
-// Queue is a queue time taken from SGLang's stage spans, if known: the
-// prefill_waiting stage for a unified or PD-prefill root, decode_waiting for
-// a PD-decode root (see join).
-type Queue struct {
-	Seconds float64
-	Known   bool
-	// Start is where the stage began, 0 when unknown.
-	Start pcommon.Timestamp
-}
 
 // extractSGLang reads SGLang's root request span. The latency attributes
 // come from req_time_stats.py convert_to_gen_ai_span_attrs, each written
