@@ -41,3 +41,17 @@ bench-inference-compare: $(BENCHSTAT)
 	git worktree remove --force $(BENCH_OUT)/base
 	$(BENCHSTAT) $(BENCH_OUT)/cmp-pipeline-base.txt $(BENCH_OUT)/cmp-pipeline-new.txt
 	$(BENCHSTAT) $(BENCH_OUT)/cmp-proc-base.txt $(BENCH_OUT)/cmp-proc-new.txt
+
+.PHONY: bench-inference-instructions
+
+## bench-inference-instructions: instructions per request span (callgrind)
+## of BenchmarkPipeline for BASE and this tree, phase spans on and off.
+bench-inference-instructions:
+	@mkdir -p $(BENCH_OUT)
+	@rm -rf $(BENCH_OUT)/base; git worktree prune
+	git worktree add -f --detach $(BENCH_OUT)/base $(BASE)
+	cd $(BENCH_OUT)/base && $(GO) test -c -o $(BENCH_OUT)/base-conn.test ./connector/inferencemetricsconnector/
+	git worktree remove --force $(BENCH_OUT)/base
+	$(GO) test -c -o $(BENCH_OUT)/new-conn.test ./connector/inferencemetricsconnector/
+	@cd connector/inferencemetricsconnector && for impl in ours ours_no_phase_spans; do for v in base new; do \
+	  printf '%s ' $$v; $(ROOT)/mk/instructions.sh $(BENCH_OUT)/$$v-conn.test $$impl; done; done
