@@ -7,29 +7,6 @@ package aggregate
 // cost of priced requests (by model, provider, user, agent and currency) and
 // finished conversations (by agent name). Each series holds one of them.
 
-// AgentStats are the aggregates of one agent-run series.
-type AgentStats struct {
-	Duration, Model, Tools, Other Histogram
-	Runs                          uint64
-}
-
-// CostStats are the aggregates of one cost series.
-type CostStats struct {
-	Cost     float64
-	Requests uint64
-	// OutputTokens and OutputCost cover the priced requests that said how
-	// many tokens they generated: cost per 1k output tokens is their ratio.
-	OutputTokens uint64
-	OutputCost   float64
-}
-
-// TurnStats are the aggregates of one conversation series: the turns of each
-// conversation, observed when it ends.
-type TurnStats struct {
-	Turns         Histogram
-	Conversations uint64
-}
-
 // BoundsAgentRun are for agent runs and their parts: seconds to many
 // minutes.
 var BoundsAgentRun = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640}
@@ -49,26 +26,6 @@ func (st *Store) newAgentStats() *AgentStats {
 
 func (st *Store) newTurnStats() *TurnStats {
 	return &TurnStats{Turns: newHistogram(BoundsTurns, 0)}
-}
-
-func (a *AgentStats) merge(o *AgentStats) {
-	a.Duration.merge(&o.Duration)
-	a.Model.merge(&o.Model)
-	a.Tools.merge(&o.Tools)
-	a.Other.merge(&o.Other)
-	a.Runs += o.Runs
-}
-
-func (c *CostStats) merge(o *CostStats) {
-	c.Cost += o.Cost
-	c.Requests += o.Requests
-	c.OutputTokens += o.OutputTokens
-	c.OutputCost += o.OutputCost
-}
-
-func (t *TurnStats) merge(o *TurnStats) {
-	t.Turns.merge(&o.Turns)
-	t.Conversations += o.Conversations
 }
 
 // newFamily gives a new series the stats of its kind.

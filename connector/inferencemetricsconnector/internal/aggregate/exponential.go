@@ -17,21 +17,21 @@ import (
 // for percentiles (0.1 → 0.25 → 0.5 s), the exponential ones read them
 // within 2%.
 
-// twin is one exponential metric and the explicit histogram it shadows.
-type twin struct {
+// expTwin is one exponential metric and the explicit histogram it shadows.
+type expTwin struct {
 	spec Spec
 	req  func(*RequestStats) *Histogram
 	step func(*StepStats) *Histogram
 }
 
-var twins = func() map[string]*twin {
-	req := func(n string, f func(*RequestStats) *Histogram) *twin {
-		return &twin{spec: Spec{Name: n}, req: f}
+var twins = func() map[string]*expTwin {
+	req := func(n string, f func(*RequestStats) *Histogram) *expTwin {
+		return &expTwin{spec: Spec{Name: n}, req: f}
 	}
-	step := func(n string, f func(*StepStats) *Histogram) *twin {
-		return &twin{spec: Spec{Name: n}, step: f}
+	step := func(n string, f func(*StepStats) *Histogram) *expTwin {
+		return &expTwin{spec: Spec{Name: n}, step: f}
 	}
-	m := map[string]*twin{
+	m := map[string]*expTwin{
 		names.MetricTimeToFirstToken:   req(names.MetricExpTimeToFirstToken, func(r *RequestStats) *Histogram { return &r.TTFT }),
 		names.MetricTimePerOutputToken: req(names.MetricExpTimePerOutputToken, func(r *RequestStats) *Histogram { return &r.TPOT }),
 		names.MetricRequestDuration:    req(names.MetricExpRequestDuration, func(r *RequestStats) *Histogram { return &r.Duration }),

@@ -137,6 +137,30 @@ func (h *Histogram) reset() {
 	}
 }
 
+// merge adds o's observations to h; both have the same bounds.
+func (h *Histogram) merge(o *Histogram) {
+	if o.count == 0 {
+		return
+	}
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	if h.count == 0 || o.min < h.min {
+		h.min = o.min
+	}
+	if h.count == 0 || o.max > h.max {
+		h.max = o.max
+	}
+	h.count += o.count
+	h.sum += o.sum
+	if h.exp != nil && o.exp != nil {
+		h.exp.Merge(o.exp)
+	}
+	for _, e := range o.exemplars {
+		h.offer(e)
+	}
+}
+
 // appendTo writes h as one data point carrying attrs (and, when value is
 // set, key: gen_ai.token.type or part).
 func (h *Histogram) appendTo(dps pmetric.HistogramDataPointSlice, attrs pcommon.Map, key, value string, start, now pcommon.Timestamp) {

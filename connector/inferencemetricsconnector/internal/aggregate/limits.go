@@ -60,17 +60,3 @@ func serviceOf(resAttrs pcommon.Map) string {
 	}
 	return ""
 }
-
-// CreateModel is Create for a series of one model: past the model's or the
-// service's cap (Settings.MaxSeriesPerModel, MaxSeriesPerService) it returns
-// the overflow series too.
-func (st *Store) CreateModel(now pcommon.Timestamp, resKey ResourceKey, resAttrs pcommon.Map, kind Kind, model string) (*Series, bool) {
-	service := serviceOf(resAttrs)
-	if len(st.series) >= st.set.Limit || !st.groups.admit(service, model) {
-		return st.overflowSeries(now), false
-	}
-	s := st.create(now, resKey, resAttrs, kind)
-	s.service, s.model = service, model
-	st.groups.add(s)
-	return s, true
-}
