@@ -310,7 +310,7 @@ func TestK8sAttributesOnEverySeries(t *testing.T) {
 		}), wantPod)
 	})
 	t.Run("CUDA kernel series, by the engine's host name", func(t *testing.T) {
-		// As the cupti receiver writes it (internal/aggregate/aggregate.go):
+		// As the cupti receiver writes it (internal/aggregate/emit.go):
 		// the activity source, the engine's pid in its own namespace and
 		// the host name its CUPTI library read with gethostname.
 		assertAttrs(t, metricFrom(t, conf, "inferprof.gpu.kernel.duration", map[string]any{

@@ -11,10 +11,6 @@ import "fmt"
 // A connection's graph frames tie its graph ids to signatures; a graph
 // record looks its id up there.
 
-// UnknownSignature is the graph signature of graph records whose graph id
-// no graph frame named, and of signatures past MaxSignatures.
-const UnknownSignature = "unknown"
-
 // Signature indexes: 0 is unknown; sigRefused marks, in a connection's
 // table, a signature that found MaxSignatures reached, so its records are
 // counted as they land in unknown.

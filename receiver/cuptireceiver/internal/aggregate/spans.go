@@ -18,6 +18,9 @@ import (
 	"github.com/inferprof/inferprof/internal/names"
 )
 
+// scopeName is the instrumentation scope of kernel spans.
+const scopeName = "github.com/inferprof/inferprof/receiver/cuptireceiver"
+
 // EnableSpans keeps about ratio of kernel records, at most max per flush,
 // for FlushSpans. The buffer is allocated here, once.
 func (a *Aggregator) EnableSpans(ratio float64, maxPerFlush int) {

@@ -17,13 +17,6 @@ import (
 // a kernel that fell to "other" for a while) would otherwise start its next
 // point at the previous flush, so each series starts at its own last end.
 
-// seriesKey names one emitted series: resource, metric and point attributes.
-type seriesKey struct {
-	resource [16]byte
-	metric   string
-	attrs    [16]byte
-}
-
 // seriesHorizon is how long an idle series' last end is kept. Past it the
 // next point starts a new series; Prometheus' exporter has long forgotten it
 // by then (its metric_expiration is 5m by default).
