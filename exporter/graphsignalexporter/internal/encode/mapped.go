@@ -4,6 +4,7 @@
 package encode // import "github.com/inferprof/inferprof/exporter/graphsignalexporter/internal/encode"
 
 import (
+	"math"
 	"slices"
 	"strconv"
 
@@ -269,21 +270,22 @@ func (b *metricsBuilder) capFrames(p *profileAcc) {
 	b.st.FramesFolded += len(fold)
 }
 
-// rename turns attribute keys into Graphsignal's tag keys and drops the
-// device's description, which Graphsignal keeps on the device resource.
-// A renamed key replaces one already set.
-func (t *tagSet) rename(fromResource bool) {
-	out := t.kvs[:0:0]
-	for _, p := range t.kvs {
-		k, ok := graphsignalTagKey(p.k, p.v, fromResource)
-		if !ok {
-			continue
-		}
-		if i := slices.IndexFunc(out, func(q kv) bool { return q.k == k }); i >= 0 {
-			out[i].v = p.v
-			continue
-		}
-		out = append(out, kv{k, p.v})
+// unitToNs converts a duration in unit to nanoseconds.
+func unitToNs(unit string) float64 {
+	switch unit {
+	case "s":
+		return 1e9
+	case "ms":
+		return 1e6
+	case "us", "µs":
+		return 1e3
 	}
-	t.kvs = append(t.kvs[:0], out...)
+	return 1
+}
+
+func toUint(v float64) uint64 {
+	if v <= 0 || math.IsNaN(v) {
+		return 0
+	}
+	return uint64(math.Round(v))
 }

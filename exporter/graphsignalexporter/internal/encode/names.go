@@ -5,6 +5,7 @@ package encode // import "github.com/inferprof/inferprof/exporter/graphsignalexp
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/inferprof/inferprof/internal/names"
@@ -265,4 +266,23 @@ func graphsignalTagKey(k, v string, fromResource bool) (string, bool) {
 		return "", false
 	}
 	return k, true
+}
+
+// rename turns attribute keys into Graphsignal's tag keys and drops the
+// device's description, which Graphsignal keeps on the device resource.
+// A renamed key replaces one already set.
+func (t *tagSet) rename(fromResource bool) {
+	out := t.kvs[:0:0]
+	for _, p := range t.kvs {
+		k, ok := graphsignalTagKey(p.k, p.v, fromResource)
+		if !ok {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(q kv) bool { return q.k == k }); i >= 0 {
+			out[i].v = p.v
+			continue
+		}
+		out = append(out, kv{k, p.v})
+	}
+	t.kvs = append(t.kvs[:0], out...)
 }

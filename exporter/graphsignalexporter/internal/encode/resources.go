@@ -273,8 +273,6 @@ func (r *resourceBuilder) finish() []*signalsv1.Resource {
 	return out
 }
 
-type procKey struct{ host, service, pid string }
-
 // rootPID is the top of the process tree a process belongs to, among the
 // processes of one service on one host the exporter has seen: Graphsignal
 // tags each process with the pid of the workload it watches

@@ -31,17 +31,6 @@ var engineGauges = map[string]string{
 // it has none.
 var enginePreemptions = map[string]bool{"vllm:num_preemptions_total": true, "vllm:num_preemptions": true}
 
-// The engines' own latency histograms: the dashboard's latency charts when
-// no request spans arrive (tracing off), a cross-check when they do.
-var engineLatencyMetrics = map[string]string{
-	"vllm:time_to_first_token_seconds":   "ttft",
-	"sglang:time_to_first_token_seconds": "ttft",
-	"vllm:inter_token_latency_seconds":   "itl",
-	"sglang:inter_token_latency_seconds": "itl",
-	"vllm:e2e_request_latency_seconds":   "e2e",
-	"sglang:e2e_request_latency_seconds": "e2e",
-}
-
 // Where a latency chart's points come from.
 const (
 	SourceSpans  = "request_spans"  // the inference_metrics connector
@@ -50,24 +39,6 @@ const (
 
 // maxEngines caps the engine instances tracked.
 const maxEngines = 64
-
-type engineKey struct{ service, instance string }
-
-type engineSeries struct {
-	kv, running, waiting, preempt ring[float64]
-}
-
-// EngineSeries is one engine instance's own gauges over time: [unix ms,
-// value] pairs. KV-cache usage is a fraction (0–1); preemptions are per
-// flush.
-type EngineSeries struct {
-	Service      string       `json:"service"`
-	Instance     string       `json:"instance"`
-	KVCacheUsage [][2]float64 `json:"kv_cache_usage"`
-	Running      [][2]float64 `json:"running"`
-	Waiting      [][2]float64 `json:"waiting"`
-	Preemptions  [][2]float64 `json:"preemptions"`
-}
 
 // engine returns the instance's series, made on first sight; nil past
 // maxEngines.

@@ -24,17 +24,6 @@ const maxErrorText = 1024
 // records it sends (docs/names.md).
 const attrEngineErrorKind = "inferprof.engine.error.kind"
 
-// ErrorRow is one error record: an engine's (from inferprof-run) or a
-// device's (nvml XID events).
-type ErrorRow struct {
-	T        int64  `json:"t"` // unix ms
-	Service  string `json:"service"`
-	Instance string `json:"instance"`
-	Kind     string `json:"kind"`
-	Severity string `json:"severity"`
-	Message  string `json:"message"`
-}
-
 // CollectLogs reads the error records of one batch: those at ERROR or above,
 // and the engine's records of any severity (its exit record is INFO).
 func CollectLogs(ld plog.Logs) []ErrorRow {

@@ -34,16 +34,6 @@ func (h *History) addExponential(m pmetric.Metric) bool {
 	return true
 }
 
-func mergeExp(d *hist, e *exphist.Histogram) {
-	if e == nil {
-		return
-	}
-	if d.exp == nil {
-		d.exp = exphist.New()
-	}
-	d.exp.Merge(e)
-}
-
 // expQuantiles reads the point's percentiles from the exponential twin.
 func (h *hist) expQuantiles(lp *LatencyPoint) {
 	if h.exp == nil || h.exp.Count() == 0 {

@@ -134,7 +134,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Has("download") {
 		w.Header().Set("Content-Disposition", `attachment; filename="inferprof-timeline.json"`)
 	}
-	od, err := Stream(w, sn, h.set.MaxBytes)
+	od, err := StreamTrace(w, sn, h.set.MaxBytes)
 	if err == nil && od.Truncated {
 		w.Header().Set(TruncatedTrailer, "true")
 	}

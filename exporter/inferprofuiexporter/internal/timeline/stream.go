@@ -26,12 +26,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Stream writes sn as a Chrome trace to w, each event encoded as it is
+// StreamTrace writes sn as a Chrome trace to w, each event encoded as it is
 // drawn: memory holds one event and a 64 KiB buffer, never the document.
 // Past maxBytes (0: no cap) it writes no more events, and otherData says so
 // (truncated, events_omitted); the document stays valid JSON. It returns what
 // it wrote in otherData, and the first write error.
-func Stream(w io.Writer, sn Snapshot, maxBytes int64) (OtherData, error) {
+func StreamTrace(w io.Writer, sn Snapshot, maxBytes int64) (OtherData, error) {
 	cw := &countingWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 64<<10)
 	enc := json.NewEncoder(bw)

@@ -33,7 +33,7 @@ func TestStreamEqualsRender(t *testing.T) {
 	want, err := json.Marshal(Render(s.Snapshot(from, to)))
 	require.NoError(t, err)
 	var got bytes.Buffer
-	od, err := Stream(&got, s.Snapshot(from, to), 0)
+	od, err := StreamTrace(&got, s.Snapshot(from, to), 0)
 	require.NoError(t, err)
 	assert.False(t, od.Truncated)
 	assert.JSONEq(t, string(want), got.String())
@@ -44,7 +44,7 @@ func TestStreamEqualsRender(t *testing.T) {
 func TestStreamCap(t *testing.T) {
 	s, q := fullStore(t)
 	var whole bytes.Buffer
-	_, err := Stream(&whole, s.Snapshot(base.Add(-time.Hour).UnixNano(), base.Add(time.Hour).UnixNano()), 0)
+	_, err := StreamTrace(&whole, s.Snapshot(base.Add(-time.Hour).UnixNano(), base.Add(time.Hour).UnixNano()), 0)
 	require.NoError(t, err)
 	const limit = 64 << 10
 	require.Greater(t, whole.Len(), 4*limit, "the window must be larger than the cap")
