@@ -37,7 +37,13 @@ import (
 func agentEnv(t *testing.T, ports *e2etest.Ports, name, gwHostname string, gwPort int, gwEndpoint string) []string {
 	t.Helper()
 	dir := socketDir(t)
+	// An engine-targets folder of its own that exists: the default
+	// (/tmp/inferprof/engines) may be missing on a fresh machine, and the
+	// prometheus receiver's file_sd logs an error watching a missing one.
+	targets := filepath.Join(t.TempDir(), "engines")
+	require.NoError(t, os.MkdirAll(targets, 0o700))
 	return []string{
+		"INFERPROF_ENGINE_TARGETS_DIR=" + targets,
 		"INFERPROF_OTLP_GRPC_ENDPOINT=" + ports.Addr(name+"_grpc"),
 		"INFERPROF_OTLP_HTTP_ENDPOINT=" + ports.Addr(name+"_http"),
 		"INFERPROF_HEALTH_ENDPOINT=" + ports.Addr(name+"_health"),
