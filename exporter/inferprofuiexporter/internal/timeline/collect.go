@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/inferprof/inferprof/internal/names"
+	"github.com/inferprof/inferprof/internal/request"
 	"github.com/inferprof/inferprof/internal/stepspan"
 	"github.com/inferprof/inferprof/internal/stepwindow"
 )
@@ -159,13 +160,11 @@ const (
 
 func classify(sp ptrace.Span) spanKind {
 	a := sp.Attributes()
-	switch sp.Name() {
-	case names.SpanEngineStep:
+	if sp.Name() == names.SpanEngineStep {
 		return kindStep
-	case names.SpanPhaseQueue, names.SpanPhasePrefill, names.SpanPhaseDecode:
-		if v, ok := a.Get(names.AttrSynthetic); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
-			return kindPhase
-		}
+	}
+	if request.IsSyntheticPhase(sp) {
+		return kindPhase
 	}
 	// A request span is what the inference_metrics connector counts as one.
 	if _, ok := a.Get(names.AttrE2E); ok {
