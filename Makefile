@@ -63,6 +63,7 @@ build-unlocked:
 run: build
 	@if [ -n "$$GRAPHSIGNAL_API_KEY" ]; then cfg=config/graphsignal.yaml; else cfg=config/default.yaml; fi; \
 	echo "running $(BIN) --config $$cfg"; \
+	mkdir -p -m 700 "$${INFERPROF_ENGINE_TARGETS_DIR:-/tmp/inferprof/engines}"; \
 	exec $(BIN) --config $$cfg
 
 ## test: every test: lint, Go (with -race; end-to-end against the built binary,

