@@ -73,22 +73,33 @@ func (h *History) addEngineMetric(ra pcommon.Map, m pmetric.Metric) bool {
 	}
 	switch {
 	case gauge && m.Type() == pmetric.MetricTypeGauge:
+		// One point per engine core (data parallel) and scrape: usage is
+		// the fullest core's, requests add up over the cores of one
+		// scrape. A chart point is a second; of the scrapes in it, the
+		// fullest counts (a 250 ms scrape interval puts four in one).
+		var scrapes map[pcommon.Timestamp]float64
 		for _, dp := range m.Gauge().DataPoints().All() {
 			v := number(dp)
 			if !finite(v) {
 				continue
 			}
-			// One point per engine core (data parallel): usage is the
-			// fullest core's, requests add up.
-			switch kind {
-			case "kv":
+			if kind == "kv" {
 				p := e.kv.at(ms(dp.Timestamp()), zero)
 				*p = max(*p, v)
-			case "running":
-				*e.running.at(ms(dp.Timestamp()), zero) += v
-			case "waiting":
-				*e.waiting.at(ms(dp.Timestamp()), zero) += v
+				continue
 			}
+			if scrapes == nil {
+				scrapes = map[pcommon.Timestamp]float64{}
+			}
+			scrapes[dp.Timestamp()] += v
+		}
+		r := &e.running
+		if kind == "waiting" {
+			r = &e.waiting
+		}
+		for ts, v := range scrapes {
+			p := r.at(ms(ts), zero)
+			*p = max(*p, v)
 		}
 	case !gauge && m.Type() == pmetric.MetricTypeSum && m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityDelta:
 		for _, dp := range m.Sum().DataPoints().All() {
@@ -110,14 +121,16 @@ func (h *History) mergeEngines(b *History) {
 		if dst == nil {
 			continue
 		}
-		for _, p := range src.kv.pts {
-			q := dst.kv.at(p.t, zero)
-			*q = max(*q, p.v)
-		}
-		for _, pair := range [][2]*ring[float64]{{&dst.running, &src.running}, {&dst.waiting, &src.waiting}, {&dst.preempt, &src.preempt}} {
+		// Gauges keep the second's fullest scrape; preemptions are
+		// deltas and add up.
+		for _, pair := range [][2]*ring[float64]{{&dst.kv, &src.kv}, {&dst.running, &src.running}, {&dst.waiting, &src.waiting}} {
 			for _, p := range pair[1].pts {
-				*pair[0].at(p.t, zero) += p.v
+				q := pair[0].at(p.t, zero)
+				*q = max(*q, p.v)
 			}
+		}
+		for _, p := range src.preempt.pts {
+			*dst.preempt.at(p.t, zero) += p.v
 		}
 	}
 }

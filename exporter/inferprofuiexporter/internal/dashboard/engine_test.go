@@ -92,6 +92,47 @@ func TestEngineGaugesOverTime(t *testing.T) {
 	assert.Equal(t, "b", d.Engines[1].Instance)
 }
 
+// TestEngineGaugesScrapedFasterThanASecond: a chart point is a second; with
+// four scrapes in it (a 250 ms interval) running and waiting are the
+// fullest scrape's, not the four added up, whether the scrapes come in one
+// batch or four. The cores of one scrape still add up.
+func TestEngineGaugesScrapedFasterThanASecond(t *testing.T) {
+	running := []int64{3, 5, 8, 2}
+	one := pmetric.NewMetrics()
+	apart := NewHistory()
+	for i, n := range running {
+		md := scrape(t0.Add(time.Duration(i)*250*time.Millisecond), "a", [2]float64{0.1 * float64(i), 0}, n, n/2, 1, nil)
+		md.ResourceMetrics().MoveAndAppendTo(one.ResourceMetrics())
+		apart.Add(scrape(t0.Add(time.Duration(i)*250*time.Millisecond), "a", [2]float64{0.1 * float64(i), 0}, n, n/2, 1, nil))
+	}
+	together := NewHistory()
+	together.Add(one)
+	ms0 := float64(t0.UnixMilli())
+	for name, h := range map[string]*History{"one batch": together, "four batches": apart} {
+		d := h.Build("v", t0, t0.Add(time.Minute), nil, 0)
+		require.Len(t, d.Engines, 1, name)
+		e := d.Engines[0]
+		assert.Equal(t, [][2]float64{{ms0, 8}}, e.Running, name)
+		assert.Equal(t, [][2]float64{{ms0, 4}}, e.Waiting, name)
+		require.Len(t, e.KVCacheUsage, 1, name)
+		assert.InDelta(t, 0.3, e.KVCacheUsage[0][1], 1e-9, name)
+		assert.Equal(t, [][2]float64{{ms0, 4}}, e.Preemptions, name+": deltas add up")
+	}
+
+	// Two cores in one scrape: 6 and 7 running at once are 13.
+	md := scrape(t0, "b", [2]float64{}, 6, 0, 0, nil)
+	for _, m := range md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().All() {
+		if m.Name() == "vllm:num_requests_running" {
+			m.Gauge().DataPoints().At(1).SetDoubleValue(7)
+		}
+	}
+	h := NewHistory()
+	h.Add(md)
+	d := h.Build("v", t0, t0.Add(time.Minute), nil, 0)
+	require.Len(t, d.Engines, 1)
+	assert.Equal(t, [][2]float64{{ms0, 13}}, d.Engines[0].Running)
+}
+
 // TestLatencyFromTheEngineWithoutSpans: with tracing off no request span
 // comes, so the TTFT chart shows the engine's own histogram and says so;
 // once spans come, they win and the engine's stays beside as a cross-check.
