@@ -210,6 +210,28 @@ func checkCollectorContainer(t *testing.T, what string, c any, env map[string]st
 	}
 }
 
+// checkTargetsFolder: an agent whose collector reads engine targets from a
+// folder makes it in an init container, owner-only, so the file discovery
+// has a folder to watch before any engine's inferprof-run writes one; else
+// it logs a failed watch every refresh (5 s).
+func checkTargetsFolder(t *testing.T, what string, initContainers []any, env map[string]string) {
+	t.Helper()
+	dir := env["INFERPROF_ENGINE_TARGETS_DIR"]
+	if dir == "" {
+		return
+	}
+	var cmds []string
+	for _, ic := range initContainers {
+		for _, a := range getList(ic, "command") {
+			cmds = append(cmds, fmt.Sprint(a))
+		}
+	}
+	cmd := strings.Join(cmds, " ")
+	assert.Contains(t, cmd, "mkdir -p "+dir, "%s: no init container makes INFERPROF_ENGINE_TARGETS_DIR", what)
+	assert.Regexp(t, `chmod 0700 [^&]*`+regexp.QuoteMeta(dir), cmd, "%s: INFERPROF_ENGINE_TARGETS_DIR owner-only", what)
+	assert.Regexp(t, `chown 10001:10001 [^&]*`+regexp.QuoteMeta(dir), cmd, "%s: INFERPROF_ENGINE_TARGETS_DIR the collector's", what)
+}
+
 func TestDeployFiles(t *testing.T) {
 	docs := deployDocs(t)
 	root := e2etest.RepoRoot()
@@ -248,6 +270,7 @@ func TestDeployFiles(t *testing.T) {
 			env := envOf(getList(c, "env"), nil)
 			manifests[m.workload] = env
 			checkCollectorContainer(t, m.file, c, env)
+			checkTargetsFolder(t, m.file, getList(spec, "initContainers"), env)
 			// The ConfigMap is the one mounted at /etc/inferprof.
 			var cmVol string
 			for _, v := range getList(spec, "volumes") {
@@ -367,6 +390,7 @@ func TestDeployFiles(t *testing.T) {
 			text, err := yaml.Marshal(cfg)
 			require.NoError(t, err)
 			validate(t, h.file, string(text), env)
+			checkTargetsFolder(t, h.file, getList(v, "initContainers"), env)
 			// Same environment as the plain manifest's.
 			name := getStr(v, "fullnameOverride")
 			for k, want := range manifests[name] {
