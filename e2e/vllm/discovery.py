@@ -27,14 +27,9 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from run import MODEL, engine_env, free_port, get, serve_args, wait_http  # noqa: E402
+from run import MODEL, descendants, engine_env, free_port, get, serve_args, wait_http  # noqa: E402
 
 REQUESTS = 5
-
-
-def children(pid):
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    return out + [g for c in out for g in children(c)]
 
 
 def listening(pids):
@@ -111,7 +106,7 @@ def main():
         for label in (f'process_pid="{eng.pid}"', 'service_name="vllm"', 'host_name="'):
             if scraped and label not in scraped:
                 failures.append(f"the scraped series lacks {label}")
-        pids = [str(eng.pid)] + children(eng.pid)
+        pids = [str(eng.pid)] + descendants(eng.pid)
         titles = {x: open(f"/proc/{x}/cmdline").read().replace("\0", " ").strip()[:60] for x in pids}
         print("engine processes:", titles)
         print("engine listening:", listening(pids))

@@ -101,47 +101,30 @@ def start_engine(bindir, venv, model_dir, port, otlp, log, hook=True, extra_env=
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def _children(pid):
-    """Every process whose parent is pid, read from /proc."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(name))
-        except (OSError, ValueError, IndexError):
-            pass  # gone, or not ours to read
-    return out
+def descendants(pid):
+    """The pids (strings) of every process below pid, by pgrep -P."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return out + [g for c in out for g in descendants(c)]
 
 
 def yield_to_api_server(root):
-    """Nice 19 for every thread of the engine core and its worker below
-    root (a launcher or vllm serve), and nothing else.
+    """Nice 19 for every thread of vLLM's engine core and worker below root
+    (a launcher or vllm serve); returns how many threads.
 
-    vLLM's CPU backend runs the model in a worker process; the engine core
-    and the worker wait for each other on shared memory by spinning with
-    sched_yield for a second after every read (shm_broadcast.SpinCondition).
-    On a 2-core machine the two spinners take both cores while the engine
-    is busy, and every other process, the API server included, gets none:
-    a heartbeat process sleeping 10 ms at a time saw 3.4 and 3.7 s gaps in
-    two of four rounds of eight aborted streams, the API server sent each
-    stream's first token 3.7 s late, and the engine, which no abort
-    reached, made all 1,300 tokens. At nice 19 the six rounds that followed
-    had no gap over 0.1 s. On a GPU host the worker waits on the device,
-    not on a core the API server needs, so this is the test machine's
-    setting, not a production one. Returns the number of threads reniced."""
-    n, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo.extend(_children(pid))
+    The two wait for each other on shared memory by spinning with
+    sched_yield (shm_broadcast.SpinCondition); on a 2-core machine they can
+    take both cores for seconds while the engine has work, and the API
+    server, the client and the collector get none (make e2e-vllm-starve,
+    docs/compatibility.md). A GPU host's worker waits on the device, so
+    this is the test machine's setting, not a production one."""
+    n = 0
+    for pid in [str(root)] + descendants(root):
         try:
             with open(f"/proc/{pid}/comm") as f:
                 engine = f.read().strip().startswith("VLLM::")
             threads = os.listdir(f"/proc/{pid}/task") if engine else []
         except OSError:
-            continue
+            continue  # gone
         for tid in threads:
             try:
                 os.setpriority(os.PRIO_PROCESS, int(tid), 19)

@@ -37,9 +37,7 @@ print(json.dumps(late))
 """
 
 
-def rounds(args, port, work, label, n):
-    drive = [os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
-             "--base-url", f"http://127.0.0.1:{port}/v1", "--model", run.MODEL]
+def rounds(drive, work, label, n):
     out = []
     for i in range(n):
         hb = subprocess.Popen([sys.executable, "-c", HEARTBEAT, "8"], stdout=subprocess.PIPE, text=True)
@@ -72,23 +70,22 @@ def main():
                            open(os.path.join(work, "engine.log"), "w"), hook=None)
     try:
         run.wait_http(f"http://127.0.0.1:{port}/health", eng, 600, "vLLM")
-        warm = os.path.join(work, "warmup.jsonl")
-        subprocess.run([os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
-                        "--base-url", f"http://127.0.0.1:{port}/v1", "--model", run.MODEL, "--out", warm,
-                        "--concurrency", "1", "--requests-per-level", "2", "--seed", "1"],
-                       check=True, stderr=subprocess.DEVNULL)
-        rows = rounds(args, port, work, "default", args.rounds)
+        drive = [os.path.join(args.venv, "bin", "python"), os.path.join(HERE, "driver.py"),
+                 "--base-url", f"http://127.0.0.1:{port}/v1", "--model", run.MODEL]
+        subprocess.run(drive + ["--out", os.path.join(work, "warmup.jsonl"), "--concurrency", "1",
+                                "--requests-per-level", "2", "--seed", "1"], check=True, stderr=subprocess.DEVNULL)
+        rows = rounds(drive, work, "default", args.rounds)
         reniced = run.yield_to_api_server(eng.pid)
-        rows += rounds(args, port, work, "nice19", args.rounds)
+        rows += rounds(drive, work, "nice19", args.rounds)
     finally:
         run.stop(eng)
-    summary = {label: {"rounds": sum(r["engine"] == label for r in rows),
-                       "rounds_with_a_late_heartbeat": sum(bool(r["heartbeat_late_s"]) for r in rows
-                                                           if r["engine"] == label),
-                       "longest_late_s": max((x for r in rows if r["engine"] == label
-                                              for x in r["heartbeat_late_s"]), default=0),
-                       "first_chunk_max_s": max(r["first_chunk_max_s"] for r in rows if r["engine"] == label)}
-               for label in ("default", "nice19")}
+    summary = {}
+    for label in ("default", "nice19"):
+        mine = [r for r in rows if r["engine"] == label]
+        summary[label] = {"rounds": len(mine),
+                          "rounds_with_a_late_heartbeat": sum(bool(r["heartbeat_late_s"]) for r in mine),
+                          "longest_late_s": max((x for r in mine for x in r["heartbeat_late_s"]), default=0),
+                          "first_chunk_max_s": max(r["first_chunk_max_s"] for r in mine)}
     summary["threads_reniced"] = reniced
     summary["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(json.dumps(summary, indent=1))
